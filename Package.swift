@@ -1,0 +1,31 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "inbox",
+    products: [
+        .library(name: "AppContainer", targets: ["AppContainer"]),
+        .library(name: "InboxKit", targets: ["InboxKit"]),
+        .executable(name: "inbox", targets: ["inbox"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CInotifyTools",
+            providers: [.apt(["libinotifytools0-dev"])]
+        ),
+        .target(name: "CLinux"),
+        .target(name: "AppContainer", dependencies: ["CLinux"]),
+        .target(name: "InboxKit", dependencies: ["AppContainer", "CInotifyTools", "CLinux"]),
+        .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
+        .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
+        .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),
+        .testTarget(name: "CLITests", dependencies: ["AppContainer"]),
+    ]
+)
+
+for target in package.targets where target.type != .system {
+    var settings = target.swiftSettings ?? []
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.unsafeFlags(["-warnings-as-errors"]))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,73 @@
+import Glibc
+
+/// An open file descriptor with one owner, closed when the owner goes away.
+public struct FileDescriptor: ~Copyable {
+    public let rawValue: CInt
+
+    public init(owning rawValue: CInt) {
+        self.rawValue = rawValue
+    }
+
+    /// Opens `path` relative to the folder `directory` (`currentDirectory` for the working folder).
+    public init(
+        at directory: CInt = currentDirectory, _ path: some CStringConvertible, _ flags: OpenFlags, mode: mode_t = 0
+    ) throws(Errno) {
+        rawValue = try system_openat(directory, path, flags, mode: mode)
+    }
+
+    deinit {
+        try? system_close(rawValue)
+    }
+
+    /// Closes now, reporting a failure (which can mean a lost write on some filesystems).
+    public consuming func close() throws(Errno) {
+        let fd = rawValue
+        discard self
+        try system_close(fd)
+    }
+
+    /// Gives up ownership without closing: the caller now owns the raw descriptor.
+    public consuming func release() -> CInt {
+        let fd = rawValue
+        discard self
+        return fd
+    }
+
+    public func status() throws(Errno) -> stat { try system_fstat(rawValue) }
+
+    public func sync() throws(Errno) { try system_fsync(rawValue) }
+
+    /// Writes all of `bytes`, continuing after short writes.
+    public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
+        var offset = 0
+        while offset < bytes.count {
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
+            offset += try system_write(rawValue, rest)
+        }
+    }
+
+    public func writeAll(_ bytes: [UInt8]) throws(Errno) {
+        try bytes.withUnsafeBytes { buffer in
+            Result(catching: { () throws(Errno) in try writeAll(buffer) })
+        }.get()
+    }
+
+    /// Reads up to `buffer.count` bytes; 0 at the end of the file.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try system_read(rawValue, into: buffer)
+    }
+
+    /// Reads from the current offset to the end of the file.
+    public func readToEnd(limit: Int = Int.max) throws(Errno) -> [UInt8] {
+        var result: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while result.count < limit {
+            let count = try chunk.withUnsafeMutableBytes { buffer in
+                Result(catching: { () throws(Errno) in try read(into: buffer) })
+            }.get()
+            if count == 0 { break }
+            result.append(contentsOf: chunk[..<count])
+        }
+        return result
+    }
+}

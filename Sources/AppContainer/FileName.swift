@@ -1,0 +1,83 @@
+import Foundation
+
+/// One name in a folder, as the exact bytes Linux stores: any byte but `/` and NUL,
+/// so names that are not valid UTF-8 survive every step unchanged.
+public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    /// The longest name Linux allows (NAME_MAX).
+    public static let maxLength = 255
+
+    /// A name from raw bytes; nil for an empty name or one holding `/` or NUL.
+    public init?(bytes: some Sequence<UInt8>) {
+        let bytes = Array(bytes)
+        guard !bytes.isEmpty, !bytes.contains(0x2F), !bytes.contains(0) else { return nil }
+        self.bytes = bytes
+    }
+
+    /// A name from a string; nil for an empty name or one holding `/` or NUL.
+    public init?(_ string: String) {
+        self.init(bytes: Array(string.utf8))
+    }
+
+    /// The name as text; bytes that are not UTF-8 become U+FFFD.
+    public var string: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Whether the bytes are valid UTF-8, so `string` holds the name exactly.
+    public var isValidUTF8: Bool { String(validating: bytes, as: UTF8.self) != nil }
+
+    public var description: String { string }
+
+    /// `.` or `..`: names that point at a folder, never at an item.
+    public var isDotOrDotDot: Bool { bytes == [0x2E] || bytes == [0x2E, 0x2E] }
+
+    /// Names that begin with `.` are in-progress staging, ignored by the watcher.
+    public var isHidden: Bool { bytes.first == 0x2E }
+
+    /// The name split at its last `.`, where that `.` is not the first byte: ("report", ".pdf").
+    public var stemAndExtension: (stem: [UInt8], ext: [UInt8]) {
+        if let dot = bytes.lastIndex(of: 0x2E), dot > 0 {
+            return (Array(bytes[..<dot]), Array(bytes[dot...]))
+        }
+        return (bytes, [])
+    }
+
+    public static func < (lhs: FileName, rhs: FileName) -> Bool {
+        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+    }
+
+    /// Calls `body` with the name as a NUL-terminated C string.
+    public func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+        try bytes.withCString(body)
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Calls `body` with the bytes as a NUL-terminated C string.
+    func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+        var terminated = self
+        terminated.append(0)
+        return try terminated.withUnsafeBytes { raw in
+            try body(raw.baseAddress.unsafelyUnwrapped.assumingMemoryBound(to: CChar.self))
+        }
+    }
+}
+
+/// Anything that can be passed to a system call as a path.
+public protocol CStringConvertible {
+    func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R
+}
+
+extension String: CStringConvertible {}
+extension FileName: CStringConvertible {}
+
+extension FileName {
+    /// A copy of `bytes` cut to at most `limit` bytes without splitting a UTF-8 sequence.
+    static func truncated(_ bytes: [UInt8], toAtMost limit: Int) -> [UInt8] {
+        guard bytes.count > limit else { return bytes }
+        var end = Swift.max(limit, 0)
+        // Step back over continuation bytes (10xxxxxx) so a character is never cut in half.
+        while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }
+        return Array(bytes[..<(end > 0 ? end : limit)])
+    }
+}

@@ -1,0 +1,84 @@
+import Glibc
+
+extension FileDescriptor {
+    /// The names in this folder, without `.` and `..`, in no particular order.
+    public func entries() throws(Errno) -> [FileName] {
+        let stream = try system_fdopendir(try system_openat(rawValue, ".", [.directory]))
+        defer { system_closedir(stream) }
+        var names: [FileName] = []
+        while let entry = try system_readdir(stream) {
+            let bytes = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
+                Array(raw.prefix(while: { $0 != 0 }))
+            }
+            if let name = FileName(bytes: bytes), !name.isDotOrDotDot { names.append(name) }
+        }
+        return names
+    }
+
+    /// Copies everything from `source`'s offset to its end into this file at its offset,
+    /// in the kernel where it can (`copy_file_range`), by read and write where it cannot.
+    public func copyContents(from source: borrowing FileDescriptor) throws(Errno) {
+        while true {
+            do {
+                if try system_copy_file_range(from: source.rawValue, to: rawValue, length: 1 << 30) == 0 { return }
+            } catch .crossDevice, .invalidArgument, .notImplemented, .notSupported, .badFileDescriptor {
+                break
+            }
+        }
+        var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+        while true {
+            let count = try buffer.withUnsafeMutableBytes { raw in
+                Result(catching: { () throws(Errno) in try source.read(into: raw) })
+            }.get()
+            if count == 0 { return }
+            try buffer.withUnsafeBytes { raw in
+                Result(catching: { () throws(Errno) in try writeAll(UnsafeRawBufferPointer(rebasing: raw[..<count])) })
+            }.get()
+        }
+    }
+
+    /// Adds the owner's write bit, as a file moved out of the Inbox gets back.
+    public func restoreOwnerWrite() throws(Errno) {
+        let mode = try fileStatus().mode
+        if mode & S_IWUSR == 0 { try system_fchmod(rawValue, mode | S_IWUSR) }
+    }
+}
+
+/// How a clashing name gets a new one (DESIGN §2).
+public enum ClashNaming: Sendable {
+    /// `report.pdf`, `report-1.pdf`, `report-2.pdf`
+    case inbox
+    /// `report.pdf`, `report 2.pdf`, `report 3.pdf`
+    case documents
+
+    /// The name to try at `attempt` (0 is the name itself), never longer than 255 bytes.
+    public func candidate(for name: FileName, attempt: Int) -> FileName {
+        guard attempt > 0 else { return name }
+        let (stem, ext) = name.stemAndExtension
+        let suffix: [UInt8] =
+            switch self {
+            case .inbox: Array("-\(attempt)".utf8)
+            case .documents: Array(" \(attempt + 1)".utf8)
+            }
+        let room = FileName.maxLength - suffix.count - ext.count
+        let keptExt = room > 0 ? ext : []
+        let keptStem = FileName.truncated(stem, toAtMost: FileName.maxLength - suffix.count - keptExt.count)
+        return FileName(bytes: keptStem + suffix + keptExt) ?? name
+    }
+
+    /// Calls `place` with successive candidates until one does not clash (EEXIST); returns the name used.
+    public func firstFree(
+        for name: FileName, maxAttempts: Int = 10_000, _ place: (FileName) throws(Errno) -> Void
+    ) throws(Errno) -> FileName {
+        for attempt in 0..<maxAttempts {
+            let candidate = candidate(for: name, attempt: attempt)
+            do {
+                try place(candidate)
+                return candidate
+            } catch .fileExists {
+                continue
+            }
+        }
+        throw Errno.fileExists
+    }
+}

@@ -1,0 +1,38 @@
+import Glibc
+
+/// What `fstat` says of a file, without following a symbolic link.
+public struct FileStatus: Sendable, Equatable {
+    public let kind: FileKind
+    public let size: Int64
+    public let modified: Timestamp
+    public let accessed: Timestamp
+    public let mode: mode_t
+    public let linkCount: Int
+    public let device: UInt64
+    public let inode: UInt64
+
+    public init(_ status: stat) {
+        kind = FileKind(mode: status.st_mode)
+        size = Int64(status.st_size)
+        modified = Timestamp(status.st_mtim)
+        accessed = Timestamp(status.st_atim)
+        mode = status.st_mode & 0o7777
+        linkCount = Int(status.st_nlink)
+        device = UInt64(status.st_dev)
+        inode = UInt64(status.st_ino)
+    }
+
+    /// Whether both describe the same file: same device and inode.
+    public func isSameFile(as other: FileStatus) -> Bool {
+        device == other.device && inode == other.inode
+    }
+}
+
+extension FileDescriptor {
+    public func fileStatus() throws(Errno) -> FileStatus { FileStatus(try status()) }
+}
+
+/// The status of `name` in the folder `directory`, never following a symbolic link.
+public func fileStatus(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus {
+    FileStatus(try system_lstatat(directory, name))
+}

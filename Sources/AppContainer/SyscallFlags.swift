@@ -1,0 +1,62 @@
+import CLinux
+import Glibc
+
+/// Flags asked of `openat`. `O_CLOEXEC` is always added: no descriptor leaks into a child.
+public struct OpenFlags: OptionSet, Sendable {
+    public let rawValue: CInt
+    public init(rawValue: CInt) { self.rawValue = rawValue }
+
+    /// `O_RDONLY`
+    public static let readOnly: OpenFlags = []
+    /// `O_WRONLY`
+    public static let writeOnly = OpenFlags(rawValue: O_WRONLY)
+    /// `O_RDWR`
+    public static let readWrite = OpenFlags(rawValue: O_RDWR)
+    /// `O_CREAT`
+    public static let create = OpenFlags(rawValue: O_CREAT)
+    /// `O_EXCL`
+    public static let exclusive = OpenFlags(rawValue: O_EXCL)
+    /// `O_APPEND`
+    public static let append = OpenFlags(rawValue: O_APPEND)
+    /// `O_TRUNC`
+    public static let truncate = OpenFlags(rawValue: O_TRUNC)
+    /// `O_NOFOLLOW`: fail with ELOOP rather than follow a symbolic link in the last component.
+    public static let noFollow = OpenFlags(rawValue: O_NOFOLLOW)
+    /// `O_DIRECTORY`
+    public static let directory = OpenFlags(rawValue: O_DIRECTORY)
+    /// `O_NONBLOCK`: never hang opening a FIFO.
+    public static let nonBlocking = OpenFlags(rawValue: O_NONBLOCK)
+    /// `O_PATH`: a handle for `*at` calls and `fstat`, never reading the file.
+    public static let pathOnly = OpenFlags(rawValue: inbox_O_PATH)
+    /// `O_TMPFILE`: an unnamed file in the given folder, named later with `linkat`.
+    public static let temporaryFile = OpenFlags(rawValue: inbox_O_TMPFILE)
+}
+
+/// Flags for `renameat2`.
+public struct RenameFlags: OptionSet, Sendable {
+    public let rawValue: CUnsignedInt
+    public init(rawValue: CUnsignedInt) { self.rawValue = rawValue }
+
+    /// `RENAME_NOREPLACE`: fail with EEXIST rather than replace the target.
+    public static let noReplace = RenameFlags(rawValue: inbox_RENAME_NOREPLACE)
+    /// `RENAME_EXCHANGE`
+    public static let exchange = RenameFlags(rawValue: inbox_RENAME_EXCHANGE)
+}
+
+/// The kind of a file, from `st_mode`.
+public enum FileKind: Sendable, Equatable {
+    case regular, directory, symbolicLink, fifo, socket, characterDevice, blockDevice, unknown
+
+    public init(mode: mode_t) {
+        switch mode & S_IFMT {
+        case S_IFREG: self = .regular
+        case S_IFDIR: self = .directory
+        case S_IFLNK: self = .symbolicLink
+        case S_IFIFO: self = .fifo
+        case S_IFSOCK: self = .socket
+        case S_IFCHR: self = .characterDevice
+        case S_IFBLK: self = .blockDevice
+        default: self = .unknown
+        }
+    }
+}
