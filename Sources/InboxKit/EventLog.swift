@@ -1,0 +1,38 @@
+// STUB: replaced by the real event log (helper). Same API.
+import AppContainer
+import Synchronization
+
+public enum EventKind: String, Sendable, CaseIterable {
+    case delivered, arrived, rejected, handled, moved, deleted, overflow, rescan, recovered
+    case watchStarted = "watch-started"
+    case watchStopped = "watch-stopped"
+    case setup, error
+}
+
+public enum EventValue: Sendable, Equatable {
+    case string(String)
+    case path([UInt8])
+    case int(Int64)
+    case bool(Bool)
+}
+
+public struct Event: Sendable {
+    public var kind: EventKind
+    public var fields: [(key: String, value: EventValue)]
+    public init(_ kind: EventKind, _ fields: KeyValuePairs<String, EventValue> = [:]) {
+        self.kind = kind
+        self.fields = fields.map { ($0.key, $0.value) }
+    }
+}
+
+public final class EventLog: Sendable {
+    public let directory: String
+    public init(directory: String) throws(ContainerError) { self.directory = directory }
+    public convenience init(container: Container) throws(ContainerError) {
+        try self.init(directory: container.stateDirectory)
+    }
+    @discardableResult
+    public func append(_ events: [Event], durable: Bool = false) throws(ContainerError) -> [UInt64] { [] }
+    @discardableResult
+    public func append(_ event: Event, durable: Bool = false) throws(ContainerError) -> UInt64 { 0 }
+}
