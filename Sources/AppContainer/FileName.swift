@@ -52,9 +52,9 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 }
 
-extension Array where Element == UInt8 {
+extension Array: CStringConvertible where Element == UInt8 {
     /// Calls `body` with the bytes as a NUL-terminated C string.
-    func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+    public func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
         var terminated = self
         terminated.append(0)
         return try terminated.withUnsafeBytes { raw in
@@ -73,7 +73,7 @@ extension FileName: CStringConvertible {}
 
 extension FileName {
     /// A copy of `bytes` cut to at most `limit` bytes without splitting a UTF-8 sequence.
-    static func truncated(_ bytes: [UInt8], toAtMost limit: Int) -> [UInt8] {
+    public static func truncated(_ bytes: [UInt8], toAtMost limit: Int) -> [UInt8] {
         guard bytes.count > limit else { return bytes }
         var end = Swift.max(limit, 0)
         // Step back over continuation bytes (10xxxxxx) so a character is never cut in half.

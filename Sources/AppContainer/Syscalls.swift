@@ -163,3 +163,8 @@ public func system_getcwd() throws(Errno) -> [UInt8] {
     defer { free(path) }
     return Array(UnsafeBufferPointer(start: path, count: strlen(path))).map { UInt8(bitPattern: $0) }
 }
+
+@inline(never)
+public func system_dup(_ fd: CInt) throws(Errno) -> CInt {
+    try valueOrErrno { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+}

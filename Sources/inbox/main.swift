@@ -1,1 +1,75 @@
-print("inbox")
+import AppContainer
+import Glibc
+
+// The command line: parse, call InboxKit, map every error to one line and an exit status (DESIGN §7).
+
+let commands: [any Command.Type] = [
+    InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self,
+]
+
+let overview = """
+    OVERVIEW: Hand files to an app through its Inbox, the iOS container rules on Linux.
+
+    USAGE: inbox [--container DIR] COMMAND ...
+
+    COMMANDS:
+    \(commands.map { "  " + $0.name.padding(toLength: 10, withPad: " ", startingAt: 0) + $0.abstract }.joined(separator: "\n"))
+
+    See 'inbox COMMAND --help' for a command's options.
+    """
+
+/// The raw bytes of each argument: names that are not UTF-8 arrive exactly.
+let words: [[UInt8]] = (1..<Int(CommandLine.argc)).map { index in
+    guard let pointer = CommandLine.unsafeArgv[index] else { return [] }
+    return Array(UnsafeBufferPointer(start: pointer, count: strlen(pointer))).map { UInt8(bitPattern: $0) }
+}
+
+func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array("--help".utf8) }
+
+@MainActor func runInbox(_ words: [[UInt8]]) -> Int32 {
+    var rest = words[...]
+    var containerPath: String?
+    var command: (any Command.Type)?
+    do throws(ContainerError) {
+        while let word = rest.first, command == nil {
+            let text = String(decoding: word, as: UTF8.self)
+            rest.removeFirst()
+            if text == "--container" {
+                guard let value = rest.popFirst() else { throw ContainerError(.usage, "'--container' needs a folder") }
+                containerPath = String(decoding: value, as: UTF8.self)
+            } else if text.hasPrefix("--container=") {
+                containerPath = String(text.dropFirst("--container=".count))
+            } else if isHelp(word) {
+                Output.line(overview)
+                return 0
+            } else if let match = commands.first(where: { $0.name == text }) {
+                command = match
+            } else {
+                throw ContainerError(.usage, text.hasPrefix("-") ? "unknown option '\(text)'" : "unknown command '\(text)'")
+            }
+        }
+        guard let command else { throw ContainerError(.usage, "no command given") }
+        if rest.contains(where: isHelp) {
+            Output.line(command.help)
+            return 0
+        }
+        var spec = command.spec
+        spec.valued.insert("--container")
+        let arguments = try Arguments(rest, spec: spec)
+        let path = arguments.string("--container") ?? containerPath ?? Container.defaultPath()
+        try command.run(arguments, containerPath: path)
+        return 0
+    } catch {
+        Output.error("inbox: \(error.message)")
+        if error.code == .usage {
+            if let command {
+                Output.error("Usage: inbox \(command.usage)\nSee 'inbox \(command.name) --help'.")
+            } else {
+                Output.error("Usage: inbox [--container DIR] COMMAND ...\nSee 'inbox --help'.")
+            }
+        }
+        return error.exitStatus
+    }
+}
+
+exit(runInbox(words))

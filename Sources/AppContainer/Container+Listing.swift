@@ -1,0 +1,30 @@
+/// One entry of a folder listing, with its size and modification date (DESIGN §6).
+public struct ListedItem: Sendable {
+    public let name: FileName
+    /// The absolute path, exact to the byte.
+    public let path: [UInt8]
+    public let status: FileStatus
+
+    public var size: Int64 { status.size }
+    public var modified: Timestamp { status.modified }
+}
+
+extension Container {
+    /// The entries of a place's folder, sorted by name, without staging names (a leading `.`) and, for
+    /// Documents, without the Inbox folder. Symbolic links are listed as links, never followed.
+    public func list(_ place: Place) throws(ContainerError) -> [ListedItem] {
+        let folder = try openFolder(place)
+        let base = Array(path(place).utf8) + [0x2F]
+        var items: [ListedItem] = []
+        do {
+            for name in try folder.entries() where !name.isHidden {
+                if place == .documents && name.string == "Inbox" { continue }
+                guard let status = try? fileStatus(in: folder.rawValue, name) else { continue }
+                items.append(ListedItem(name: name, path: base + name.bytes, status: status))
+            }
+        } catch {
+            throw error.failure("list", path(place))
+        }
+        return items.sorted { $0.name < $1.name }
+    }
+}

@@ -1,0 +1,59 @@
+import AppContainer
+import Foundation
+import Glibc
+
+/// The Inbox of one container: where other programs hand files to the app (DESIGN §2, §3).
+public final class Inbox: Sendable {
+    public let container: Container
+    public let log: EventLog
+
+    public init(container: Container) throws(ContainerError) {
+        self.container = container
+        self.log = try EventLog(container: container)
+    }
+
+    /// Opens the Inbox of the container at `path`.
+    public convenience init(containerPath path: String) throws(ContainerError) {
+        try self.init(container: try Container.open(at: path))
+    }
+
+    /// The Inbox's items, sorted by name. Staging names (a leading `.`) are not items.
+    public func items() throws(ContainerError) -> [InboxItem] {
+        let folder = try container.openFolder(.inbox)
+        var items: [InboxItem] = []
+        do {
+            for name in try folder.entries() where !name.isHidden {
+                do {
+                    items.append(InboxItem(inbox: self, name: name, status: try fileStatus(in: folder.rawValue, name)))
+                } catch .noSuchFile {
+                    continue  // gone since the folder was read
+                }
+            }
+        } catch {
+            throw error.failure("list", container.path(.inbox))
+        }
+        return items.sorted { $0.name < $1.name }
+    }
+
+    /// The item called `name`; exit status 66 when there is none.
+    public func item(named name: FileName) throws(ContainerError) -> InboxItem {
+        let folder = try container.openFolder(.inbox)
+        do {
+            return InboxItem(inbox: self, name: name, status: try fileStatus(in: folder.rawValue, name))
+        } catch .noSuchFile {
+            throw ContainerError(.noSuchItem, "no item '\(name)' in the Inbox '\(container.path(.inbox))'")
+        } catch {
+            throw error.failure("read", itemPath(name))
+        }
+    }
+
+    /// The absolute path of `name` in the Inbox, for messages.
+    func itemPath(_ name: FileName) -> String {
+        container.path(.inbox) + "/" + name.string
+    }
+
+    /// `Documents/Inbox/<name>` as bytes: how the event log names an Inbox item.
+    func loggedPath(_ place: Place, _ name: FileName) -> [UInt8] {
+        Array(place.relativePath(appName: container.appName).utf8) + [0x2F] + name.bytes
+    }
+}

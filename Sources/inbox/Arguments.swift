@@ -1,0 +1,72 @@
+import AppContainer
+
+/// The arguments of one command, parsed by hand: flags, options with values, and positionals (raw bytes).
+struct Arguments {
+    var flags: Set<String> = []
+    var values: [String: [UInt8]] = [:]
+    var positionals: [[UInt8]] = []
+
+    /// What a command accepts.
+    struct Spec {
+        var flags: Set<String> = []
+        var valued: Set<String> = []
+        var positionals: ClosedRange<Int> = 0...0
+    }
+
+    /// Parses `words` against `spec`; a word not in the spec is a usage error (exit 64).
+    init(_ words: ArraySlice<[UInt8]>, spec: Spec) throws(ContainerError) {
+        var rest = words[...]
+        var onlyPositionals = false
+        while let word = rest.popFirst() {
+            let text = String(decoding: word, as: UTF8.self)
+            if onlyPositionals || !text.hasPrefix("-") || text == "-" {
+                positionals.append(word)
+                continue
+            }
+            if text == "--" {
+                onlyPositionals = true
+                continue
+            }
+            let (key, inline) = Arguments.split(word)
+            if spec.flags.contains(key) {
+                guard inline == nil else { throw ContainerError(.usage, "'\(key)' takes no value") }
+                flags.insert(key)
+            } else if spec.valued.contains(key) {
+                guard let value = inline ?? rest.popFirst() else {
+                    throw ContainerError(.usage, "'\(key)' needs a value")
+                }
+                values[key] = value
+            } else {
+                throw ContainerError(.usage, "unknown option '\(key)'")
+            }
+        }
+        if positionals.count < spec.positionals.lowerBound {
+            throw ContainerError(.usage, "missing argument")
+        }
+        if positionals.count > spec.positionals.upperBound {
+            let extra = String(decoding: positionals[spec.positionals.upperBound], as: UTF8.self)
+            throw ContainerError(.usage, "unexpected argument '\(extra)'")
+        }
+    }
+
+    /// `--key=value` as ("--key", value); `--key` as ("--key", nil).
+    private static func split(_ word: [UInt8]) -> (String, [UInt8]?) {
+        guard word.starts(with: [0x2D, 0x2D]), let equals = word.firstIndex(of: 0x3D) else {
+            return (String(decoding: word, as: UTF8.self), nil)
+        }
+        return (String(decoding: word[..<equals], as: UTF8.self), Array(word[(equals + 1)...]))
+    }
+
+    func string(_ key: String) -> String? {
+        values[key].map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// An option's value as a whole number; a usage error when it is not one.
+    func integer(_ key: String) throws(ContainerError) -> UInt64? {
+        guard let text = string(key) else { return nil }
+        guard let value = UInt64(text) else {
+            throw ContainerError(.usage, "'\(key)' needs a whole number, not '\(text)'")
+        }
+        return value
+    }
+}

@@ -1,0 +1,137 @@
+import AppContainer
+import Foundation
+import InboxKit
+
+struct InitCommand: Command {
+    static let name = "init"
+    static let abstract = "Create the container layout (idempotent); the root is mode 0700."
+    static let usage = "init [--app NAME]"
+    static let options = [("--app NAME", "the app's name: the bundle is NAME.app (default: App)")]
+    static let spec = Arguments.Spec(valued: ["--app"])
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        let container = try Container.create(at: containerPath, appName: arguments.string("--app"))
+        _ = try EventLog(container: container)
+        Output.line(container.root)
+    }
+}
+
+struct DeliverCommand: Command {
+    static let name = "deliver"
+    static let abstract = "Deliver files into the Inbox atomically; prints each one's path in the Inbox."
+    static let usage = "deliver FILE... [--as NAME]"
+    static let options = [
+        ("FILE", "a file to deliver, or - for standard input (with --as)"),
+        ("--as NAME", "the name to deliver one FILE under (sanitised; made unique)"),
+    ]
+    static let spec = Arguments.Spec(valued: ["--as"], positionals: 1...Int.max)
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        let suggested = arguments.values["--as"].map(Inbox.sanitizedName)
+        if suggested != nil && arguments.positionals.count > 1 {
+            throw ContainerError(.usage, "'--as' names one file; deliver the others separately")
+        }
+        var sources: [DeliverySource] = []
+        for file in arguments.positionals {
+            if file == [0x2D] {
+                guard let suggested else { throw ContainerError(.usage, "'-' (standard input) needs '--as NAME'") }
+                sources.append(.standardInput(name: suggested))
+            } else {
+                sources.append(.file(path: file, name: suggested))
+            }
+        }
+        let inbox = try Inbox(containerPath: containerPath)
+        for item in try inbox.deliver(sources) {
+            Output.line(bytes: item.path)
+        }
+    }
+}
+
+struct MoveCommand: Command {
+    static let name = "move"
+    static let abstract = "Move an Inbox item into Documents; prints its new path."
+    static let usage = "move FILE"
+    static let options = [("FILE", "a name in the Inbox, or a path to an item inside it")]
+    static let spec = Arguments.Spec(positionals: 1...1)
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        let inbox = try Inbox(containerPath: containerPath)
+        let name = try inbox.container.inboxItemName(forUserPath: arguments.positionals[0])
+        let document = try inbox.moveToDocuments(name, reason: "move")
+        Output.line(bytes: document.path)
+    }
+}
+
+struct ListCommand: Command {
+    static let name = "ls"
+    static let abstract = "List the Inbox (or Documents) with each item's size and modification date."
+    static let usage = "ls [inbox|documents] [--json]"
+    static let options = [("--json", "print a JSON array of {name, path, size, modified}")]
+    static let spec = Arguments.Spec(flags: ["--json"], positionals: 0...1)
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        let place: Place
+        switch arguments.positionals.first.map({ String(decoding: $0, as: UTF8.self) }) {
+        case nil, "inbox": place = .inbox
+        case "documents": place = .documents
+        case let other?: throw ContainerError(.usage, "'\(other)' is not a place to list: use inbox or documents")
+        }
+        let items = try Container.open(at: containerPath).list(place)
+        if arguments.flags.contains("--json") {
+            Output.line("[" + items.map(\.json).joined(separator: ",") + "]")
+            return
+        }
+        for item in items {
+            let size = String(item.size)
+            let padded = String(repeating: " ", count: max(0, 10 - size.count)) + size
+            let mark: [UInt8] = item.status.kind == .directory ? [0x2F] : []
+            Output.line(bytes: Array("\(padded)  \(item.modified.rfc3339)  ".utf8) + item.name.bytes + mark)
+        }
+    }
+}
+
+struct LogCommand: Command {
+    static let name = "log"
+    static let abstract = "Read the event log, across rotated files."
+    static let usage = "log [--json] [--follow] [--since SEQ] [--event KIND]"
+    static let options = [
+        ("--json", "print the records as they are stored, one JSON object a line"),
+        ("--follow", "keep printing records as they are appended"),
+        ("--since SEQ", "only records after SEQ"),
+        ("--event KIND", "only records of KIND (comma-separated kinds allowed)"),
+    ]
+    static let spec = Arguments.Spec(flags: ["--json", "--follow"], valued: ["--since", "--event"])
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        let since = try arguments.integer("--since") ?? 0
+        var kinds: Set<String> = []
+        for kind in (arguments.string("--event") ?? "").split(separator: ",").map(String.init) {
+            guard EventKind(rawValue: kind) != nil else {
+                let known = EventKind.allCases.map(\.rawValue).joined(separator: ", ")
+                throw ContainerError(.usage, "'\(kind)' is not an event kind (known: \(known))")
+            }
+            kinds.insert(kind)
+        }
+        let json = arguments.flags.contains("--json")
+        let log = try EventLog(container: try Container.open(at: containerPath))
+        let print = { (record: EventRecord) in Output.line(json ? record.line : record.humanReadable) }
+        if arguments.flags.contains("--follow") {
+            try log.follow(since: since, kinds: kinds) { record in
+                print(record)
+                return true
+            }
+        } else {
+            for record in try log.records(since: since, kinds: kinds) { print(record) }
+        }
+    }
+}
+
+extension EventRecord {
+    /// `12  2026-11-29T16:37:38.123Z  moved  from=… to=…`
+    var humanReadable: String {
+        let skip: Set<String> = ["seq", "time", "event"]
+        let rest = fields.filter { !skip.contains($0.key) && !$0.key.hasSuffix("_b64") }.sorted { $0.key < $1.key }
+        let details = rest.map { "\($0.key)=\($0.value.debugDescription)" }.joined(separator: " ")
+        return "\(seq)  \(time)  \(event)  \(details)"
+    }
+}
