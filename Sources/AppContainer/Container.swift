@@ -25,7 +25,8 @@ public struct Container: Sendable {
         do {
             root = String(decoding: try system_realpath(path), as: UTF8.self)
         } catch {
-            throw ContainerError(.cannotCreate, "no container at '\(path)': run 'inbox init' to create one", cause: error)
+            throw ContainerError(
+                .cannotCreate, "no container at '\(path)': run 'inbox init' to create one", cause: error)
         }
         let container = Container(root: root, appName: try findAppName(root: root) ?? "App")
         for place in [Place.inbox, .applicationSupport] {
@@ -53,7 +54,8 @@ public struct Container: Sendable {
         }
         let existing = try findAppName(root: root)
         if let existing, let appName, existing != appName {
-            throw ContainerError(.refused, "the container at '\(root)' already holds \(existing).app, not \(appName).app")
+            throw ContainerError(
+                .refused, "the container at '\(root)' already holds \(existing).app, not \(appName).app")
         }
         let container = Container(root: root, appName: existing ?? appName ?? "App")
         for place in Place.allCases {

@@ -1,3 +1,5 @@
+// swift-format-ignore-file: AlwaysUseLowerCamelCase
+
 import CLinux
 import Glibc
 
@@ -8,7 +10,8 @@ import Glibc
 public let currentDirectory: CInt = AT_FDCWD
 
 /// Calls `body` with `path` as a C string, keeping `body`'s typed error.
-func withCPath<R>(_ path: some CStringConvertible, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R {
+func withCPath<R>(_ path: some CStringConvertible, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R
+{
     try path.withCString { path in Result(catching: { () throws(Errno) in try body(path) }) }.get()
 }
 

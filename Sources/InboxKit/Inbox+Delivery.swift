@@ -100,7 +100,8 @@ extension Inbox {
 
     /// A fresh name for a delivery in progress; the leading `.` keeps the watcher away from it.
     static func stagingName() -> FileName {
-        FileName(".inbox-staging.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") ?? FileName(bytes: Array(".inbox-staging".utf8)).unsafelyUnwrapped
+        FileName(".inbox-staging.\(getpid()).\(UInt64.random(in: 0...UInt64.max))")
+            ?? FileName(bytes: Array(".inbox-staging".utf8)).unsafelyUnwrapped
     }
 
     /// A suggested name made safe (DESIGN §3): no `/` or NUL (each becomes `_`), no leading `.`, not empty,
@@ -117,4 +118,3 @@ extension Inbox {
         return FileName(bytes: bytes) ?? FileName("attachment").unsafelyUnwrapped
     }
 }
-

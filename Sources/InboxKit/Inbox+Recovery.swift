@@ -25,10 +25,12 @@ extension Inbox {
                 return
             }
             guard
-                let back = try? ClashNaming.inbox.firstFree(for: intent.name, { candidate throws(Errno) in
-                    try system_renameat2(
-                        inboxFolder.rawValue, intent.claim, inboxFolder.rawValue, candidate, .noReplace)
-                })
+                let back = try? ClashNaming.inbox.firstFree(
+                    for: intent.name,
+                    { candidate throws(Errno) in
+                        try system_renameat2(
+                            inboxFolder.rawValue, intent.claim, inboxFolder.rawValue, candidate, .noReplace)
+                    })
             else { return }
             try? inboxFolder.sync()
             _ = try? log.append(

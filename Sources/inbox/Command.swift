@@ -17,7 +17,11 @@ protocol Command {
 extension Command {
     static var help: String {
         var text = "OVERVIEW: \(abstract)\n\nUSAGE: inbox [--container DIR] \(usage)\n\nOPTIONS:\n"
-        let all = options + [("--container DIR", "the container (default: $INBOX_CONTAINER, else ~/.local/share/inbox/default)"), ("-h, --help", "show this help")]
+        let all =
+            options + [
+                ("--container DIR", "the container (default: $INBOX_CONTAINER, else ~/.local/share/inbox/default)"),
+                ("-h, --help", "show this help"),
+            ]
         let width = all.map(\.0.count).max() ?? 0
         for (option, text_) in all {
             text += "  " + option + String(repeating: " ", count: width - option.count + 2) + text_ + "\n"

@@ -45,7 +45,8 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
             } else if let match = commands.first(where: { $0.name == text }) {
                 command = match
             } else {
-                throw ContainerError(.usage, text.hasPrefix("-") ? "unknown option '\(text)'" : "unknown command '\(text)'")
+                throw ContainerError(
+                    .usage, text.hasPrefix("-") ? "unknown option '\(text)'" : "unknown command '\(text)'")
             }
         }
         guard let command else { throw ContainerError(.usage, "no command given") }
