@@ -138,7 +138,8 @@ public struct Container: Sendable {
             } catch .fileExists {
                 continue
             } catch {
-                throw error.failure("create", walked)
+                let failure = error.failure("create", walked)
+                throw failure.code == .ioError ? failure : ContainerError(.cannotCreate, failure.message, cause: error)
             }
         }
     }

@@ -1,0 +1,222 @@
+import Foundation
+import Testing
+
+/// The command-line contract of DESIGN §7, checked against the built binary.
+@Suite struct CommandLineTests {
+    static let commands = ["init", "deliver", "move", "ls", "log"]
+
+    @Test(arguments: commands)
+    func helpPrintsUsageAndExitsZero(command: String) throws {
+        for flag in ["--help", "-h"] {
+            let result = try InboxProcess.run(command, flag)
+            #expect(result.status == 0)
+            #expect(result.stdoutText.contains("USAGE: inbox [--container DIR] \(command)"))
+            #expect(result.stdoutText.contains("OPTIONS:"))
+            #expect(result.stderr.isEmpty)
+        }
+    }
+
+    @Test func topLevelHelpListsEveryCommand() throws {
+        let result = try InboxProcess.run("--help")
+        #expect(result.status == 0)
+        for command in Self.commands { #expect(result.stdoutText.contains("  \(command) ")) }
+    }
+
+    @Test(arguments: [
+        ["frobnicate"], [], ["move"], ["move", "a", "b"], ["ls", "--bogus"], ["ls", "attic"],
+        ["log", "--since", "abc"], ["log", "--event", "exploded"], ["deliver", "-"], ["init", "--app"],
+    ])
+    func usageErrorsExit64WithOneLineAndHint(arguments: [String]) throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let result = try InboxProcess.run(
+            (["--container", container] + arguments).map { Array($0.utf8) })
+        #expect(result.status == 64)
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("inbox: ") == true)
+        #expect(lines.last?.hasPrefix("See 'inbox") == true)
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test func initIsIdempotentAndPrintsTheRoot() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/c"
+        for _ in 0..<2 {
+            let result = try InboxProcess.run("--container", root, "init", "--app", "Mail")
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.lines == [root])
+        }
+        let attributes = try FileManager.default.attributesOfItem(atPath: root)
+        #expect((attributes[.posixPermissions] as? Int) == 0o700)
+        for place in ["Mail.app", "Documents/Inbox", "Library/Application Support", "Library/Caches", "tmp"] {
+            var isFolder: ObjCBool = false
+            #expect(FileManager.default.fileExists(atPath: root + "/" + place, isDirectory: &isFolder))
+            #expect(isFolder.boolValue)
+        }
+        let clash = try InboxProcess.run("--container", root, "init", "--app", "Other")
+        #expect(clash.status == 77)
+    }
+
+    @Test func commandsOnAMissingContainerExit73() throws {
+        let folder = try TemporaryFolder()
+        for arguments in [["ls"], ["move", "x"], ["log"], ["deliver", try folder.file("a.txt", "a")]] {
+            let result = try InboxProcess.run((["--container", folder.path + "/none"] + arguments).map { Array($0.utf8) })
+            #expect(result.status == 73, "\(arguments)")
+            #expect(result.stderr.contains("inbox init"))
+        }
+    }
+
+    @Test func initWhereNothingCanBeCreatedExit73() throws {
+        let folder = try TemporaryFolder()
+        let file = try folder.file("plain-file", "not a folder")
+        for root in [file + "/container", "/proc/self/inbox-test"] {
+            let result = try InboxProcess.run("--container", root, "init")
+            #expect(result.status == 73, "\(root): \(result.stderr)")
+            #expect(result.stderr.hasPrefix("inbox: cannot create"))
+        }
+    }
+
+    @Test func theContainerComesFromTheEnvironment() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let file = try folder.file("env.txt", "from the environment")
+        let result = try InboxProcess.run("deliver", file, environment: ["INBOX_CONTAINER": container])
+        #expect(result.status == 0)
+        #expect(result.lines == [container + "/Documents/Inbox/env.txt"])
+    }
+
+    @Test func deliverPrintsEachInboxPathAndMakesNamesUnique() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let first = try folder.file("a/report.pdf", "one")
+        let second = try folder.file("b/report.pdf", "two")
+        let result = try InboxProcess.run("--container", container, "deliver", first, second)
+        #expect(result.status == 0, "\(result.stderr)")
+        let inbox = container + "/Documents/Inbox/"
+        #expect(result.lines == [inbox + "report.pdf", inbox + "report-1.pdf"])
+        #expect(try String(contentsOfFile: inbox + "report-1.pdf", encoding: .utf8) == "two")
+        let mode = try FileManager.default.attributesOfItem(atPath: inbox + "report.pdf")[.posixPermissions] as? Int
+        #expect(mode == 0o444)
+    }
+
+    @Test func deliverFromStandardInputUsesTheSanitisedName() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let result = try InboxProcess.run(
+            "--container", container, "deliver", "-", "--as", "../../notes.txt", input: "piped in")
+        #expect(result.status == 0, "\(result.stderr)")
+        let path = try #require(result.lines.first)
+        #expect(path.hasPrefix(container + "/Documents/Inbox/"))
+        #expect(!path.dropFirst((container + "/Documents/Inbox/").count).contains("/"))
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == "piped in")
+    }
+
+    @Test func deliverErrors() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let missing = try InboxProcess.run("--container", container, "deliver", folder.path + "/nope.pdf")
+        #expect(missing.status == 66)
+        #expect(missing.stderr.hasPrefix("inbox: ") && missing.stderr.contains("nope.pdf"))
+        let directory = try InboxProcess.run("--container", container, "deliver", folder.path)
+        #expect(directory.status == 66)
+        let two = try InboxProcess.run(
+            "--container", container, "deliver", try folder.file("x", "x"), try folder.file("y", "y"), "--as", "z")
+        #expect(two.status == 64)
+        let inbox = try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox")
+        #expect(inbox.isEmpty, "nothing, not even staging, is left behind: \(inbox)")
+    }
+
+    @Test func moveByNameAndByPath() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let file = try folder.file("report.pdf", "%PDF-1.4")
+        _ = try InboxProcess.run("--container", container, "deliver", file, file)
+        let byName = try InboxProcess.run("--container", container, "move", "report.pdf")
+        #expect(byName.status == 0, "\(byName.stderr)")
+        #expect(byName.lines == [container + "/Documents/report.pdf"])
+        let byPath = try InboxProcess.run(
+            "--container", container, "move", container + "/Documents/Inbox/report-1.pdf")
+        #expect(byPath.status == 0, "\(byPath.stderr)")
+        #expect(byPath.lines == [container + "/Documents/report-1.pdf"])
+        _ = try InboxProcess.run("--container", container, "deliver", file)
+        let relative = try InboxProcess.run("--container", container, "move", "./report.pdf")
+        #expect(relative.status == 77, "a relative path is taken from the working folder, outside the container")
+        let clash = try InboxProcess.run("--container", container, "move", "report.pdf")
+        #expect(clash.lines == [container + "/Documents/report 2.pdf"], "a clash in Documents gets ' 2'")
+        let mode = try FileManager.default.attributesOfItem(atPath: container + "/Documents/report 2.pdf")[
+            .posixPermissions] as? Int
+        #expect((mode ?? 0) & 0o200 != 0, "the owner's write bit is restored")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").isEmpty)
+    }
+
+    @Test func moveErrors() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let missing = try InboxProcess.run("--container", container, "move", "nothing.pdf")
+        #expect(missing.status == 66)
+        #expect(missing.stderr.hasPrefix("inbox: "))
+        for outside in ["/etc/passwd", container + "/Documents/Inbox/../../Library/x", container + "/tmp/x"] {
+            let result = try InboxProcess.run("--container", container, "move", outside)
+            #expect(result.status == 77, "\(outside): \(result.stderr)")
+            #expect(result.stderr.split(separator: "\n").count == 1)
+        }
+    }
+
+    @Test func moveNeverFollowsASymbolicLink() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let target = try folder.file("secret.txt", "do not touch")
+        try FileManager.default.createSymbolicLink(
+            atPath: container + "/Documents/Inbox/link.txt", withDestinationPath: target)
+        let result = try InboxProcess.run("--container", container, "move", "link.txt")
+        #expect(result.status == 77)
+        #expect(result.stderr.contains("symbolic link"))
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "do not touch")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: container + "/Documents/Inbox/link.txt") == target)
+        #expect(!FileManager.default.fileExists(atPath: container + "/Documents/link.txt"))
+    }
+
+    @Test func moveCopiesAFileWithAnotherHardLink() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let outside = try folder.file("shared.txt", "shared bytes")
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: outside)
+        try FileManager.default.linkItem(atPath: outside, toPath: container + "/Documents/Inbox/shared.txt")
+        let before = try FileManager.default.attributesOfItem(atPath: outside)
+        let result = try InboxProcess.run("--container", container, "move", "shared.txt")
+        #expect(result.status == 0, "\(result.stderr)")
+        let moved = container + "/Documents/shared.txt"
+        let after = try FileManager.default.attributesOfItem(atPath: outside)
+        let copy = try FileManager.default.attributesOfItem(atPath: moved)
+        #expect(copy[.systemFileNumber] as? Int != before[.systemFileNumber] as? Int, "copied, not renamed")
+        #expect(after[.systemFileNumber] as? Int == before[.systemFileNumber] as? Int)
+        #expect(after[.posixPermissions] as? Int == 0o640, "the outside file keeps its mode")
+        #expect(after[.referenceCount] as? Int == 1, "the Inbox link is gone")
+        #expect(try String(contentsOfFile: outside, encoding: .utf8) == "shared bytes")
+        #expect(try String(contentsOfFile: moved, encoding: .utf8) == "shared bytes")
+    }
+
+    @Test func listShowsSizeAndDateAsTextAndJSON() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        _ = try InboxProcess.run("--container", container, "deliver", try folder.file("a.txt", "12345"))
+        let text = try InboxProcess.run("--container", container, "ls")
+        #expect(text.status == 0)
+        let columns = try #require(text.lines.first).split(separator: " ", omittingEmptySubsequences: true)
+        #expect(columns.first == "5")
+        #expect(columns.last == "a.txt")
+        #expect(columns.dropFirst().first?.hasSuffix("Z") == true)
+        let json = try InboxProcess.run("--container", container, "ls", "inbox", "--json")
+        let items = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]])
+        #expect(items.count == 1)
+        #expect(items.first?["name"] as? String == "a.txt")
+        #expect(items.first?["path"] as? String == container + "/Documents/Inbox/a.txt")
+        #expect(items.first?["size"] as? Int == 5)
+        let modified = try #require(items.first?["modified"] as? String)
+        #expect(ISO8601DateFormatter().date(from: modified.replacingOccurrences(of: #"\.\d+"#, with: "", options: .regularExpression)) != nil)
+        _ = try InboxProcess.run("--container", container, "move", "a.txt")
+        let documents = try InboxProcess.run("--container", container, "ls", "documents", "--json")
+        let moved = try #require(try JSONSerialization.jsonObject(with: Data(documents.stdout)) as? [[String: Any]])
+        #expect(moved.map { $0["name"] as? String } == ["a.txt"])
+    }
+}

@@ -1,0 +1,174 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The built `inbox` binary, run as a real process with raw byte arguments.
+struct InboxProcess {
+    struct Result {
+        var status: Int32
+        var stdout: [UInt8]
+        var stderr: String
+        var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+        var lines: [String] { stdoutText.split(separator: "\n").map(String.init) }
+    }
+
+    /// `.build/<triple>/debug/inbox`, beside the test bundle, unless `INBOX_BINARY` names another.
+    static let binary: String = {
+        if let path = ProcessInfo.processInfo.environment["INBOX_BINARY"] { return path }
+        var folder = Bundle.main.bundleURL
+        while !FileManager.default.isExecutableFile(atPath: folder.appendingPathComponent("inbox").path),
+            folder.path != "/"
+        {
+            folder.deleteLastPathComponent()
+        }
+        return folder.appendingPathComponent("inbox").path
+    }()
+
+    /// Runs `inbox ARGS…` to the end, feeding `input` on stdin.
+    static func run(_ arguments: [[UInt8]], input: [UInt8] = [], environment: [String: String] = [:]) throws
+        -> Result
+    {
+        let child = try start(arguments, environment: environment)
+        return try child.finish(input: input)
+    }
+
+    static func run(_ arguments: String..., input: String = "", environment: [String: String] = [:]) throws
+        -> Result
+    {
+        try run(arguments.map { Array($0.utf8) }, input: Array(input.utf8), environment: environment)
+    }
+
+    /// A running `inbox` process with pipes to its standard streams.
+    final class Child {
+        let pid: pid_t
+        let stdin: CInt
+        let stdout: CInt
+        let stderr: CInt
+
+        init(pid: pid_t, stdin: CInt, stdout: CInt, stderr: CInt) {
+            self.pid = pid
+            self.stdin = stdin
+            self.stdout = stdout
+            self.stderr = stderr
+        }
+
+        /// Writes `input`, closes stdin, reads both outputs to their end and waits for the exit status.
+        func finish(input: [UInt8] = []) throws -> Result {
+            _ = input.withUnsafeBytes { write(stdin, $0.baseAddress, $0.count) }
+            close(stdin)
+            var outputs: [[UInt8]] = [[], []]
+            var open = [stdout, stderr]
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while open.contains(where: { $0 >= 0 }) {
+                var polls = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+                if poll(&polls, nfds_t(polls.count), -1) < 0 { continue }
+                for index in 0..<2 where open[index] >= 0 && polls[index].revents != 0 {
+                    let count = buffer.withUnsafeMutableBytes { read(open[index], $0.baseAddress, $0.count) }
+                    if count > 0 { outputs[index] += buffer[..<count] } else if count == 0 || errno != EINTR { open[index] = -1 }
+                }
+            }
+            return Result(status: waitForExit(), stdout: outputs[0], stderr: String(decoding: outputs[1], as: UTF8.self))
+        }
+
+        /// Reads what stdout has until `predicate` holds for all of it so far, or the deadline passes.
+        func readStdout(until predicate: (String) -> Bool, timeout: TimeInterval = 20) -> String {
+            var collected: [UInt8] = []
+            let deadline = Date().addingTimeInterval(timeout)
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while Date() < deadline, !predicate(String(decoding: collected, as: UTF8.self)) {
+                var poller = pollfd(fd: stdout, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 100) > 0 else { continue }
+                let count = buffer.withUnsafeMutableBytes { read(stdout, $0.baseAddress, $0.count) }
+                if count <= 0 { break }
+                collected += buffer[..<count]
+            }
+            return String(decoding: collected, as: UTF8.self)
+        }
+
+        func terminate() -> Int32 {
+            kill(pid, SIGTERM)
+            close(stdin)
+            return waitForExit()
+        }
+
+        private func waitForExit() -> Int32 {
+            var status: CInt = 0
+            while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+            close(stdout)
+            close(stderr)
+            return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        }
+
+    }
+
+    /// Starts `inbox ARGS…` with posix_spawn, so arguments stay exact bytes.
+    static func start(_ arguments: [[UInt8]], environment: [String: String] = [:]) throws -> Child {
+        var pipes: [[CInt]] = []
+        for _ in 0..<3 {
+            var fds: [CInt] = [0, 0]
+            guard pipe(&fds) == 0 else { throw POSIXError(.EMFILE) }
+            for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            pipes.append(fds)
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, pipes[0][0], 0)
+        posix_spawn_file_actions_adddup2(&actions, pipes[1][1], 1)
+        posix_spawn_file_actions_adddup2(&actions, pipes[2][1], 2)
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "INBOX_CONTAINER")
+        env.merge(environment) { $1 }
+        let argv = ([Array(binary.utf8)] + arguments).map { bytes -> UnsafeMutablePointer<CChar>? in
+            let pointer = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
+            for (index, byte) in bytes.enumerated() { pointer[index] = CChar(bitPattern: byte) }
+            pointer[bytes.count] = 0
+            return pointer
+        }
+        let envp = env.map { strdup("\($0.key)=\($0.value)") }
+        defer {
+            argv.forEach { $0?.deallocate() }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, binary, &actions, nil, argv + [nil], envp + [nil])
+        close(pipes[0][0])
+        close(pipes[1][1])
+        close(pipes[2][1])
+        guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
+        return Child(pid: pid, stdin: pipes[0][1], stdout: pipes[1][0], stderr: pipes[2][0])
+    }
+}
+
+/// A throwaway folder, removed when the test ends.
+final class TemporaryFolder {
+    let path: String
+
+    init() throws {
+        var template = Array("/tmp/inbox-cli-test.XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
+        path = String(cString: made)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// A fresh container made by `inbox init`.
+    func container() throws -> String {
+        let root = path + "/container"
+        let result = try InboxProcess.run("--container", root, "init")
+        #expect(result.status == 0, "init failed: \(result.stderr)")
+        return root
+    }
+
+    /// Writes a file of `contents` and returns its path.
+    @discardableResult
+    func file(_ name: String, _ contents: String) throws -> String {
+        let filePath = path + "/" + name
+        try FileManager.default.createDirectory(
+            atPath: (filePath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: filePath))
+        return filePath
+    }
+}
