@@ -12,9 +12,13 @@ protocol Command {
     static var spec: Arguments.Spec { get }
     /// Runs the command; the container path is the resolved `--container`/environment/default.
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError)
+    /// The container when `--container` is not given.
+    static func defaultContainerPath() throws(ContainerError) -> String
 }
 
 extension Command {
+    static func defaultContainerPath() throws(ContainerError) -> String { Container.defaultPath() }
+
     static var help: String {
         var text = "OVERVIEW: \(abstract)\n\nUSAGE: inbox [--container DIR] \(usage)\n\nOPTIONS:\n"
         let all =

@@ -135,3 +135,22 @@ extension EventRecord {
         return "\(seq)  \(time)  \(event)  \(details)"
     }
 }
+
+struct DemoCommand: Command {
+    static let name = "demo"
+    static let abstract = "Run the main job on a fresh container: sample attachments delivered, moved, listed, logged."
+    static let usage = "demo [--samples DIR]"
+    static let options = [
+        ("--samples DIR", "the attachments to deliver (default: ./SampleAttachments)"),
+        ("--container DIR", "where to make the fresh container (default: a new folder in /tmp)"),
+    ]
+    static let spec = Arguments.Spec(valued: ["--samples"])
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        try Demo.run(samples: arguments.string("--samples") ?? "SampleAttachments", containerPath: containerPath) {
+            Output.line($0)
+        }
+    }
+
+    static func defaultContainerPath() throws(ContainerError) -> String { try Demo.freshFolder() }
+}

@@ -4,7 +4,7 @@ import Glibc
 // The command line: parse, call InboxKit, map every error to one line and an exit status (DESIGN §7).
 
 let commands: [any Command.Type] = [
-    InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self,
+    InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, DemoCommand.self,
 ]
 
 let overview = """
@@ -57,8 +57,9 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
         var spec = command.spec
         spec.valued.insert("--container")
         let arguments = try Arguments(rest, spec: spec)
-        let path = arguments.string("--container") ?? containerPath ?? Container.defaultPath()
-        try command.run(arguments, containerPath: path)
+        var path = arguments.string("--container") ?? containerPath
+        if path == nil { path = try command.defaultContainerPath() }
+        try command.run(arguments, containerPath: path ?? "")
         return 0
     } catch {
         Output.error("inbox: \(error.message)")
