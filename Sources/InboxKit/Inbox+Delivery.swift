@@ -118,3 +118,31 @@ extension Inbox {
         return FileName(bytes: bytes) ?? FileName("attachment").unsafelyUnwrapped
     }
 }
+
+extension Inbox {
+    /// How long a staging file may sit before it counts as left by a crashed delivery (DESIGN §3).
+    public static let stagingMaxAge: Int64 = 36 * 3600
+
+    /// Removes staging files older than `maxAge` seconds, left by deliveries that crashed; returns their names.
+    @discardableResult
+    public func sweepAbandonedStaging(olderThan maxAge: Int64 = Inbox.stagingMaxAge, now: Timestamp = .now())
+        throws(ContainerError) -> [FileName]
+    {
+        let folder = try container.openFolder(.inbox)
+        var swept: [FileName] = []
+        do {
+            for name in try folder.entries() where name.string.hasPrefix(".inbox-staging.") {
+                guard let status = try? fileStatus(in: folder.rawValue, name), status.kind == .regular,
+                    now.seconds - status.modified.seconds > maxAge
+                else { continue }
+                try system_unlinkat(folder.rawValue, name)
+                swept.append(name)
+            }
+        } catch {
+            throw error.failure("sweep staging files in", container.path(.inbox))
+        }
+        try log.append(
+            swept.map { Event(.deleted, ["path": .path(loggedPath(.inbox, $0)), "reason": .string("abandoned staging")]) })
+        return swept
+    }
+}

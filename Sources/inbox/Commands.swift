@@ -11,7 +11,7 @@ struct InitCommand: Command {
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         let container = try Container.create(at: containerPath, appName: arguments.string("--app"))
-        _ = try EventLog(container: container)
+        try Inbox(container: container).sweepAbandonedStaging()
         Output.line(container.root)
     }
 }
