@@ -7,7 +7,7 @@ import Testing
     private func loggedContainer(_ folder: TemporaryFolder) throws -> String {
         let container = try folder.container()
         let files = try ["a.txt", "b.txt", "c.txt"].map { try folder.file($0, $0) }
-        #expect(try InboxProcess.run(["--container", container, "deliver"] + files).status == 0)
+        #expect(try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
         #expect(try InboxProcess.run("--container", container, "move", "b.txt").status == 0)
         return container
     }
