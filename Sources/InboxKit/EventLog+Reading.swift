@@ -45,7 +45,8 @@ extension EventLog {
         var fields: [String: String] = [:]
         for (key, value) in object { fields[key] = text(of: value) }
         guard let seqText = fields["seq"], let seq = UInt64(seqText) else { return nil }
-        return EventRecord(seq: seq, time: time, event: event, line: String(decoding: line, as: UTF8.self), fields: fields)
+        return EventRecord(
+            seq: seq, time: time, event: event, line: String(decoding: line, as: UTF8.self), fields: fields)
     }
 
     /// A JSON value as text: strings as they are, numbers and booleans printed, anything else as JSON.
@@ -100,8 +101,8 @@ private struct LogReader: ~Copyable {
         guard try readCurrent(fd, body) else { return .stopped }
         if offset != before { return .progressed }
         guard try isRotatedAway() else { return .idle }
-        // Rotation happens under the lock after the last write to this file: read it to its end once more,
-        // then catch up with the rotated files and the new live file on the next poll.
+        // Rotation happens under the lock after the last write to this file, so reading it to its end now
+        // gets all of it (even if it is pruned before the catch-up, which then skips it by name).
         guard try readCurrent(fd, body) else { return .stopped }
         current = nil
         return .progressed

@@ -109,6 +109,11 @@ public final class EventLog: Sendable {
         if durable {
             do {
                 try system_fsync(log)
+                // A log file new to this instance may have a name that is not on disk yet.
+                if !writer.folderSynced {
+                    try system_fsync(folder)
+                    writer.folderSynced = true
+                }
             } catch {
                 throw error.failure("sync the event log", logPath)
             }
@@ -146,6 +151,7 @@ public final class EventLog: Sendable {
         } else {
             writer.log = nil
             writer.trusted = false
+            writer.folderSynced = false
             let file = try openLogFile(inode: &writer.inode)
             log = file.rawValue
             writer.log = consume file
@@ -266,6 +272,8 @@ private struct Writer: ~Copyable {
     var lastSeq: UInt64 = 0
     /// Whether `size` and `lastSeq` were read under the lock and only this instance has written since.
     var trusted = false
+    /// Whether the folder was fsynced since `log` was opened, so that its name is durable too.
+    var folderSynced = false
 }
 
 // MARK: - Files

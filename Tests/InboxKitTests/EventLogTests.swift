@@ -123,13 +123,52 @@ import Testing
             }
             #expect(finished)
             #expect(failures.value.isEmpty)
-            #expect(given.value.sorted() == Array(1...4_000))
+            #expect(isOneThrough(given.value.sorted(), 4_000))
 
             let fileLines = try lines(in: folder)
             #expect(fileLines.count == 4_000)
             let objects = fileLines.compactMap(jsonObject)
             #expect(objects.count == 4_000)
-            #expect(fileLines.map(seq) == Array(1...4_000))
+            #expect(isOneThrough(fileLines.map(seq), 4_000))  // unique and increasing in file order
+        }
+    }
+
+    @Test func twoProcessesAppendingWithRotationShareOneSeq() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("eventlog-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+
+        // Each exit test runs its body in a child process of its own; both start appending together.
+        let barrier = folder + "/barrier"
+        try FileManager.default.createDirectory(atPath: barrier, withIntermediateDirectories: true)
+        async let first = #expect(processExitsWith: .success) {
+            [folder = folder as String, barrier = barrier as String] in
+            let log = try EventLog(directory: folder, maxBytes: 8 << 10, keepRotated: 1_000)
+            guard arriveAndWait(at: barrier, for: 2) else { exit(2) }
+            for _ in 0..<1_000 { try log.append(Event(.arrived, ["pid": .int(Int64(getpid()))])) }
+        }
+        async let second = #expect(processExitsWith: .success) {
+            [folder = folder as String, barrier = barrier as String] in
+            let log = try EventLog(directory: folder, maxBytes: 8 << 10, keepRotated: 1_000)
+            guard arriveAndWait(at: barrier, for: 2) else { exit(2) }
+            for _ in 0..<1_000 { try log.append(Event(.moved, ["pid": .int(Int64(getpid()))])) }
+        }
+        let exits = await (first, second)
+        #expect(exits.0?.exitStatus == .exitCode(0) && exits.1?.exitStatus == .exitCode(0))
+
+        let records = try EventLog(directory: folder).records()
+        #expect(isOneThrough(records.map(\.seq), 2_000))
+        #expect(Set(records.compactMap { $0.fields["pid"] }).count == 2)
+        // The two really appended at the same time: the writer changes along the log.
+        let writers = records.map(\.event)
+        #expect(zip(writers, writers.dropFirst()).filter { $0 != $1 }.count >= 2)
+        #expect(records.filter { $0.event == "moved" }.count == 1_000)
+        let rotated = try rotatedFiles(in: folder)
+        #expect(rotated.count >= 10)
+        for name in rotated {
+            let seqs = try lines(in: folder, name: name).map(seq)
+            #expect(zip(seqs, seqs.dropFirst()).allSatisfy { $0 + 1 == $1 })
+            #expect(seqs.last.map(rotatedName) == name)
         }
     }
 
@@ -181,7 +220,8 @@ import Testing
                 try log.append(Event(kind, ["path": .string("Documents/Inbox/file-\(index).txt")]))
             }
             // A batch is one write, so it lands whole in one file.
-            try log.append((61...70).map { Event(.deleted, ["path": .string("Documents/Inbox/file-\($0).txt")]) })
+            try log.append(
+                (61...70).map { Event(.deleted, ["path": .string("Documents/Inbox/file-\($0).txt")]) }, durable: true)
 
             let rotated = try rotatedFiles(in: folder)
             #expect(rotated.count >= 8)
@@ -203,7 +243,8 @@ import Testing
             #expect(try log.records(since: 70).isEmpty)
             let moved = try log.records(kinds: ["moved"])
             #expect(moved.map(\.seq) == Array(stride(from: 3, through: 60, by: 3)))
-            #expect(try log.records(since: 30, kinds: ["moved", "deleted"]).map(\.seq) == [33, 36, 39, 42, 45, 48, 51, 54, 57, 60] + Array(61...70))
+            let movedOrDeletedAfter30: [UInt64] = Array(stride(from: 33, through: 60, by: 3)) + Array(61...70)
+            #expect(try log.records(since: 30, kinds: ["moved", "deleted"]).map(\.seq) == movedOrDeletedAfter30)
             #expect(moved.allSatisfy { $0.fields["path"] == "Documents/Inbox/file-\($0.seq).txt" })
         }
     }
@@ -265,7 +306,8 @@ import Testing
                     do {
                         for index in 0..<perRound {
                             let kind: EventKind = index % 2 == 0 ? .arrived : .moved
-                            try writerLog.append(Event(kind, ["round": .int(Int64(round)), "index": .int(Int64(index))]))
+                            try writerLog.append(
+                                Event(kind, ["round": .int(Int64(round)), "index": .int(Int64(index))]))
                         }
                     } catch {
                         writerFailure.update { $0 = "\(error)" }
@@ -350,12 +392,23 @@ private func rotatedFiles(in folder: String) throws -> [String] {
         .filter { $0.hasPrefix("events.0") && $0.hasSuffix(".jsonl") }.sorted()
 }
 
+/// `events.<seq, 20 digits>.jsonl`
+private func rotatedName(_ lastSeq: UInt64) -> String {
+    let digits = String(lastSeq)
+    return "events." + String(repeating: "0", count: 20 - digits.count) + digits + ".jsonl"
+}
+
 private func jsonObject(_ line: String) -> [String: Any]? {
     (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
 }
 
 private func seq(_ line: String) -> UInt64 {
     (jsonObject(line)?["seq"] as? NSNumber)?.uint64Value ?? 0
+}
+
+/// Whether `seqs` is exactly 1, 2, …, `count` (a short answer, where a failed `==` would print thousands).
+private func isOneThrough(_ seqs: [UInt64], _ count: Int) -> Bool {
+    seqs.count == count && seqs.enumerated().allSatisfy { UInt64($0.offset + 1) == $0.element }
 }
 
 /// Appends raw bytes, as a crashed writer or a corrupt disk would leave them; creates the file if missing.
@@ -375,6 +428,13 @@ private final class Shared<Value: Sendable>: Sendable {
     init(_ value: Value) { mutex = Mutex(value) }
     var value: Value { mutex.withLock { $0 } }
     func update(_ body: (inout Value) -> Void) { mutex.withLock { body(&$0) } }
+}
+
+/// Marks this process as arrived in the folder `barrier` and waits until `count` have; false after 30 s.
+private func arriveAndWait(at barrier: String, for count: Int) -> Bool {
+    guard FileManager.default.createFile(atPath: barrier + "/\(getpid())", contents: nil) else { return false }
+    return waitUntil(
+        seconds: 30, { (try? FileManager.default.contentsOfDirectory(atPath: barrier).count) ?? 0 >= count })
 }
 
 /// Polls `condition` until it holds or `seconds` pass; whether it held.
