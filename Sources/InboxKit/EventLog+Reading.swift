@@ -174,14 +174,21 @@ private func readLines(
     var consumed = offset
     var position = offset
     var pending: [UInt8] = []
-    while true {
+    let size: Int64
+    do {
+        size = try FileStatus(system_fstat(fd)).size
+    } catch {
+        throw error.failure("read the event log", path)
+    }
+    // What is appended after the `fstat` is read on the next call.
+    while position < size {
         let chunk: [UInt8]
         do {
-            chunk = try readRange(fd, from: position, count: 1 << 20)
+            chunk = try readRange(fd, from: position, count: Int(min(size - position, 1 << 20)))
         } catch {
             throw error.failure("read the event log", path)
         }
-        if chunk.isEmpty { return (consumed, false) }
+        if chunk.isEmpty { break }
         position += Int64(chunk.count)
         pending.append(contentsOf: chunk)
         var start = pending.startIndex
@@ -193,4 +200,5 @@ private func readLines(
         }
         pending.removeSubrange(..<start)
     }
+    return (consumed, false)
 }

@@ -109,13 +109,17 @@ public final class EventLog: Sendable {
         if durable {
             do {
                 try system_fsync(log)
-                // A log file new to this instance may have a name that is not on disk yet.
-                if !writer.folderSynced {
-                    try system_fsync(folder)
-                    writer.folderSynced = true
-                }
             } catch {
                 throw error.failure("sync the event log", logPath)
+            }
+            // A log file new to this instance may have a name that is not on disk yet.
+            if !writer.folderSynced {
+                do {
+                    try system_fsync(folder)
+                } catch {
+                    throw error.failure("sync the event log folder", directory)
+                }
+                writer.folderSynced = true
             }
         }
         if writer.size > Int64(maxBytes) { rotate(&writer) }

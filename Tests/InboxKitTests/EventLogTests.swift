@@ -210,6 +210,27 @@ import Testing
         }
     }
 
+    @Test func brokenLinesAreSkippedByReadersAndPassedOverByWriters() throws {
+        try withTemporaryFolder { folder in
+            let log = try EventLog(directory: folder)
+            try log.append([Event(.setup), Event(.setup)])
+            let broken = [
+                "not json", #"{"seq":"3","time":"t","event":"setup"}"#, "[1,2]", #"{"seq":3,"time":"t"}"#,
+                #"{"seq":-3,"time":"t","event":"setup"}"#, #"{"seq":true,"time":"t","event":"setup"}"#,
+            ]
+            try appendRaw(broken.joined(separator: "\n") + "\n", to: folder + "/events.jsonl")
+            // Another writer's key order: its seq is still found.
+            try appendRaw(#"{"time":"t","event":"rescan","seq":7}"# + "\n", to: folder + "/events.jsonl")
+            try appendRaw("}{ garbage\n", to: folder + "/events.jsonl")
+
+            #expect(try log.records().map(\.seq) == [1, 2, 7])
+            let other = try EventLog(directory: folder)
+            #expect(try other.append(Event(.arrived)) == 8)
+            #expect(try log.append(Event(.arrived)) == 9)
+            #expect(try log.records().map(\.event) == ["setup", "setup", "rescan", "arrived", "arrived"])
+        }
+    }
+
     // MARK: - Rotation
 
     @Test func rotationKeepsRecordsCompleteAndInOrderWithFilters() throws {
