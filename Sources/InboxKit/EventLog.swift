@@ -1,40 +1,352 @@
-// STUB: replaced by the real event log (helper). Same API.
 import AppContainer
+import Glibc
 import Synchronization
 
-public enum EventKind: String, Sendable, CaseIterable {
-    case delivered, arrived, rejected, handled, moved, deleted, overflow, rescan, recovered
-    case watchStarted = "watch-started"
-    case watchStopped = "watch-stopped"
-    case setup, error
-}
-
-public enum EventValue: Sendable, Equatable {
-    case string(String)
-    case path([UInt8])
-    case int(Int64)
-    case bool(Bool)
-}
-
-public struct Event: Sendable {
-    public var kind: EventKind
-    public var fields: [(key: String, value: EventValue)]
-    public init(_ kind: EventKind, _ fields: KeyValuePairs<String, EventValue> = [:]) {
-        self.kind = kind
-        self.fields = fields.map { ($0.key, $0.value) }
-    }
-}
-
+/// The event log of DESIGN §4: JSON Lines in `<directory>/events.jsonl`.
+///
+/// Appends from any thread or process take an exclusive `flock` on `events.lock` (a file that rotation never
+/// replaces), give each record the next `seq`, and write a whole batch with one `write(2)` in append mode.
+/// When the log grows past `maxBytes` it is renamed to `events.<last seq, 20 digits>.jsonl`; the newest
+/// `keepRotated` of those are kept.
 public final class EventLog: Sendable {
     public let directory: String
-    public init(directory: String) throws(ContainerError) { self.directory = directory }
+    /// The size past which `events.jsonl` is rotated, checked after each append.
+    public let maxBytes: Int
+    /// How many rotated files are kept; older ones are deleted.
+    public let keepRotated: Int
+    /// The log's folder, open for the `*at` calls; closed in `deinit`.
+    let folder: CInt
+    private let writer = Mutex(Writer())
+
+    static let logName = "events.jsonl"
+    static let lockName = "events.lock"
+
+    /// Opens the log in `directory`, which must exist; the files are created on the first append.
+    public init(directory: String, maxBytes: Int = 16 << 20, keepRotated: Int = 20) throws(ContainerError) {
+        self.directory = directory
+        self.maxBytes = max(1, maxBytes)
+        self.keepRotated = max(0, keepRotated)
+        do {
+            folder = try FileDescriptor(directory, [.directory]).release()
+        } catch {
+            throw error.failure("open the event log folder", directory)
+        }
+    }
+
+    /// The log of a container, in its state folder.
     public convenience init(container: Container) throws(ContainerError) {
         try self.init(directory: container.stateDirectory)
     }
+
+    deinit {
+        try? system_close(folder)
+    }
+
+    var logPath: String { directory + "/" + Self.logName }
+    var lockPath: String { directory + "/" + Self.lockName }
+
+    /// Appends `events` as one write, in order, and returns the seq given to each.
+    /// With `durable`, the log file is fsynced before this returns.
     @discardableResult
-    public func append(_ events: [Event], durable: Bool = false) throws(ContainerError) -> [UInt64] { [] }
+    public func append(_ events: [Event], durable: Bool = false) throws(ContainerError) -> [UInt64] {
+        guard !events.isEmpty else { return [] }
+        let first = try appendBatch(events, durable: durable)
+        return (0..<UInt64(events.count)).map { first + $0 }
+    }
+
+    /// Appends one event and returns its seq.
     @discardableResult
-    public func append(_ event: Event, durable: Bool = false) throws(ContainerError) -> UInt64 { 0 }
+    public func append(_ event: Event, durable: Bool = false) throws(ContainerError) -> UInt64 {
+        try appendBatch([event], durable: durable)
+    }
+
+    /// Appends a non-empty batch; returns the first seq.
+    private func appendBatch(_ events: [Event], durable: Bool) throws(ContainerError) -> UInt64 {
+        // Everything but `seq` and `time` is encoded before taking the locks.
+        var bodies: [UInt8] = []
+        var ends: [Int] = []
+        ends.reserveCapacity(events.count)
+        for event in events {
+            EventEncoding.appendBody(of: event, to: &bodies)
+            ends.append(bodies.count)
+        }
+        return try writer.withLock { writer throws(ContainerError) -> UInt64 in
+            try appendLocked(bodies, ends: ends, durable: durable, &writer)
+        }
+    }
+
+    private func appendLocked(_ bodies: [UInt8], ends: [Int], durable: Bool, _ writer: inout Writer)
+        throws(ContainerError) -> UInt64
+    {
+        let lock = try openLock(&writer)
+        do {
+            try system_flock(lock, LOCK_EX)
+        } catch {
+            throw error.failure("lock the event log", lockPath)
+        }
+        defer { try? system_flock(lock, LOCK_UN) }
+
+        let log = try prepareLog(&writer)
+        let first = writer.lastSeq + 1
+        let time = Timestamp.now().rfc3339
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(bodies.count + ends.count * 64)
+        var start = 0
+        for (index, end) in ends.enumerated() {
+            EventEncoding.appendHead(seq: first + UInt64(index), time: time, to: &buffer)
+            buffer.append(contentsOf: bodies[start..<end])
+            start = end
+        }
+        do {
+            try writeAll(log, buffer)
+        } catch {
+            // Part of the batch may be on disk: the next append repairs the tail before writing.
+            writer.trusted = false
+            throw error.failure("append to the event log", logPath)
+        }
+        writer.lastSeq = first + UInt64(ends.count) - 1
+        writer.size += Int64(buffer.count)
+        if durable {
+            do {
+                try system_fsync(log)
+            } catch {
+                throw error.failure("sync the event log", logPath)
+            }
+            // A log file new to this instance may have a name that is not on disk yet.
+            if !writer.folderSynced {
+                do {
+                    try system_fsync(folder)
+                } catch {
+                    throw error.failure("sync the event log folder", directory)
+                }
+                writer.folderSynced = true
+            }
+        }
+        if writer.size > Int64(maxBytes) { rotate(&writer) }
+        return first
+    }
+
+    private func openLock(_ writer: inout Writer) throws(ContainerError) -> CInt {
+        if let lock = writer.lock?.rawValue { return lock }
+        do {
+            let lock = try FileDescriptor(at: folder, Self.lockName, [.readWrite, .create, .noFollow], mode: 0o644)
+            let fd = lock.rawValue
+            writer.lock = consume lock
+            return fd
+        } catch {
+            throw error.failure("open the event log lock", lockPath)
+        }
+    }
+
+    /// Under the lock: opens `events.jsonl` (created if missing, reopened after a rotation) and, when the file
+    /// is new to this instance or changed since its last append, repairs a torn tail and finds the last seq.
+    private func prepareLog(_ writer: inout Writer) throws(ContainerError) -> CInt {
+        let named: FileStatus?
+        do {
+            named = try fileStatus(in: folder, Self.logName)
+        } catch .noSuchFile {
+            named = nil
+        } catch {
+            throw error.failure("open the event log", logPath)
+        }
+        let log: CInt
+        if let open = writer.log?.rawValue, let named, named.inode == writer.inode {
+            log = open
+        } else {
+            writer.log = nil
+            writer.trusted = false
+            writer.folderSynced = false
+            let file = try openLogFile(inode: &writer.inode)
+            log = file.rawValue
+            writer.log = consume file
+        }
+        let size: Int64
+        do {
+            size = try FileStatus(system_fstat(log)).size
+        } catch {
+            throw error.failure("read the event log", logPath)
+        }
+        if !writer.trusted || size != writer.size {
+            let tail = try readTail(log, size: size)
+            writer.size = tail.end
+            // An empty log continues from the newest rotated file; seq never goes back within this instance.
+            var last = tail.lastSeq
+            if last == nil { last = try rotatedFiles().last?.lastSeq }
+            writer.lastSeq = max(writer.lastSeq, last ?? 0)
+            writer.trusted = true
+        }
+        return log
+    }
+
+    /// Opens `events.jsonl` for appending, creating it if missing, and reports its inode.
+    private func openLogFile(inode: inout UInt64) throws(ContainerError) -> FileDescriptor {
+        do {
+            let file = try FileDescriptor(
+                at: folder, Self.logName, [.readWrite, .append, .create, .noFollow], mode: 0o644)
+            let status = try file.fileStatus()
+            if status.kind == .regular {
+                inode = status.inode
+                return file
+            }
+        } catch {
+            throw error.failure("open the event log", logPath)
+        }
+        throw ContainerError(.badData, "cannot append to '\(logPath)': it is not a regular file")
+    }
+
+    /// Cuts a last line that has no newline (a write torn by a crash) and finds the seq of the last
+    /// complete record, reading backwards from the end in growing windows.
+    private func readTail(_ log: CInt, size: Int64) throws(ContainerError) -> (end: Int64, lastSeq: UInt64?) {
+        let newline = UInt8(ascii: "\n")
+        var end = size
+        var window: Int64 = 64 << 10
+        var repaired = false
+        while true {
+            let start = max(0, end - window)
+            var bytes: [UInt8]
+            do {
+                bytes = try readRange(log, from: start, count: Int(end - start))
+            } catch {
+                throw error.failure("read the event log", logPath)
+            }
+            if !repaired, let last = bytes.last, last != newline {
+                if let cut = bytes.lastIndex(of: newline) {
+                    bytes.removeSubrange((cut + 1)...)
+                } else if start > 0 {
+                    window *= 2
+                    continue
+                } else {
+                    bytes = []
+                }
+                end = start + Int64(bytes.count)
+                do {
+                    try system_ftruncate(log, end)
+                } catch {
+                    throw error.failure("repair the torn last line of the event log", logPath)
+                }
+            }
+            repaired = true
+            // `bytes` is empty or ends in a newline. Walk its lines from the last; the first line of the
+            // window is whole only when the window starts the file.
+            var lineEnd = bytes.count - 1
+            while lineEnd >= 0 {
+                let lineStart: Int
+                if let previous = bytes[..<lineEnd].lastIndex(of: newline) {
+                    lineStart = previous + 1
+                } else if start == 0 {
+                    lineStart = 0
+                } else {
+                    break
+                }
+                if let seq = Self.seq(ofLine: bytes[lineStart..<lineEnd]) { return (end, seq) }
+                lineEnd = lineStart - 1
+            }
+            if start == 0 { return (end, nil) }
+            window *= 2
+        }
+    }
+
+    /// Renames the full log to `events.<lastSeq>.jsonl` and deletes the oldest rotated files beyond
+    /// `keepRotated`. The records are already written, so a failure here is not reported: the log stays
+    /// as it is and the next append tries again.
+    private func rotate(_ writer: inout Writer) {
+        do {
+            try system_renameat2(folder, Self.logName, folder, Self.rotatedName(writer.lastSeq), .noReplace)
+        } catch {
+            return
+        }
+        writer.log = nil
+        writer.trusted = false
+        guard let rotated = try? rotatedFiles() else { return }
+        for old in rotated.dropLast(keepRotated) {
+            try? system_unlinkat(folder, old.name)
+        }
+    }
+}
+
+/// What an instance knows of the log, guarded by its mutex.
+private struct Writer: ~Copyable {
+    var lock: FileDescriptor?
+    var log: FileDescriptor?
+    /// The inode of `log`, to notice a rotation by another instance.
+    var inode: UInt64 = 0
+    /// The size of `log` after this instance's last append.
+    var size: Int64 = 0
+    /// The last seq written, by anyone, as far as this instance knows.
+    var lastSeq: UInt64 = 0
+    /// Whether `size` and `lastSeq` were read under the lock and only this instance has written since.
+    var trusted = false
+    /// Whether the folder was fsynced since `log` was opened, so that its name is durable too.
+    var folderSynced = false
+}
+
+// MARK: - Files
+
+extension EventLog {
+    /// `events.00000000000000000042.jsonl`
+    static func rotatedName(_ lastSeq: UInt64) -> String {
+        let digits = String(lastSeq)
+        return "events." + String(repeating: "0", count: max(0, 20 - digits.count)) + digits + ".jsonl"
+    }
+
+    /// The last seq in a rotated file's name, or nil for any other name.
+    static func rotatedSeq(_ name: FileName) -> UInt64? {
+        let bytes = name.bytes
+        let prefix = Array("events.".utf8)
+        let suffix = Array(".jsonl".utf8)
+        guard bytes.count == prefix.count + 20 + suffix.count, bytes.starts(with: prefix),
+            bytes.suffix(suffix.count).elementsEqual(suffix)
+        else { return nil }
+        let digits = bytes[prefix.count..<(prefix.count + 20)]
+        guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        return UInt64(String(decoding: digits, as: UTF8.self))
+    }
+
+    /// The rotated files, oldest first.
+    func rotatedFiles() throws(ContainerError) -> [(lastSeq: UInt64, name: String)] {
+        let names: [FileName]
+        do {
+            names = try FileDescriptor(at: folder, ".", [.directory]).entries()
+        } catch {
+            throw error.failure("list the event log folder", directory)
+        }
+        return names.compactMap { name in Self.rotatedSeq(name).map { ($0, name.string) } }.sorted { $0.0 < $1.0 }
+    }
+
+    /// The seq of a line: read from this log's own layout, else from the parsed JSON; nil for a broken line.
+    static func seq(ofLine line: ArraySlice<UInt8>) -> UInt64? {
+        EventEncoding.leadingSeq(line) ?? parseRecord(line)?.seq
+    }
+}
+
+/// Reads `count` bytes at `offset`, fewer at the end of the file.
+func readRange(_ fd: CInt, from offset: Int64, count: Int) throws(Errno) -> [UInt8] {
+    var bytes = [UInt8](repeating: 0, count: count)
+    var filled = 0
+    while filled < count {
+        let read = try bytes.withUnsafeMutableBytes { buffer in
+            Result(catching: { () throws(Errno) in
+                try system_pread(
+                    fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[filled...]), at: offset + Int64(filled))
+            })
+        }.get()
+        if read == 0 { break }
+        filled += read
+    }
+    bytes.removeSubrange(filled...)
+    return bytes
+}
+
+/// Writes all of `bytes`, continuing after a short write.
+private func writeAll(_ fd: CInt, _ bytes: [UInt8]) throws(Errno) {
+    try bytes.withUnsafeBytes { buffer in
+        Result(catching: { () throws(Errno) in
+            var offset = 0
+            while offset < buffer.count {
+                offset += try system_write(fd, UnsafeRawBufferPointer(rebasing: buffer[offset...]))
+            }
+        })
+    }.get()
 }
 
 public struct EventRecord: Sendable {

@@ -1,0 +1,184 @@
+import AppContainer
+
+/// The kinds of record in the event log (DESIGN §4).
+public enum EventKind: String, Sendable, CaseIterable {
+    case delivered, arrived, rejected, handled, moved, deleted, overflow, rescan, recovered
+    case watchStarted = "watch-started"
+    case watchStopped = "watch-stopped"
+    case setup, error
+}
+
+/// One field value of an event.
+public enum EventValue: Sendable, Equatable {
+    case string(String)
+    /// A path or name as raw bytes; when they are not valid UTF-8 the record also carries `<key>_b64`.
+    case path([UInt8])
+    case int(Int64)
+    case bool(Bool)
+}
+
+/// An event to append: its kind and its fields, written in the order given.
+///
+/// Field keys should not be `seq`, `time` or `event`, which every record already holds.
+public struct Event: Sendable {
+    public var kind: EventKind
+    public var fields: [(key: String, value: EventValue)]
+
+    public init(_ kind: EventKind, _ fields: KeyValuePairs<String, EventValue> = [:]) {
+        self.kind = kind
+        self.fields = fields.map { ($0.key, $0.value) }
+    }
+}
+
+/// One record read back from the log.
+public struct EventRecord: Sendable {
+    public let seq: UInt64
+    /// RFC 3339, UTC, milliseconds.
+    public let time: String
+    /// The kind, as written (`watch-started`, …).
+    public let event: String
+    /// The raw JSON line, without its newline.
+    public let line: String
+    /// Every top-level value as text: strings as they are, numbers and booleans printed.
+    public let fields: [String: String]
+
+    public init(seq: UInt64, time: String, event: String, line: String, fields: [String: String]) {
+        self.seq = seq
+        self.time = time
+        self.event = event
+        self.line = line
+        self.fields = fields
+    }
+}
+
+// MARK: - Encoding
+
+/// Hand-written JSON for log records: fast, and keys stay in the order given.
+enum EventEncoding {
+    /// `,"event":"<kind>"` and the fields, then `}\n`: a record without its `seq` and `time`.
+    static func appendBody(of event: Event, to buffer: inout [UInt8]) {
+        appendLiteral(",\"event\":", to: &buffer)
+        appendString(event.kind.rawValue, to: &buffer)
+        for (key, value) in event.fields {
+            buffer.append(UInt8(ascii: ","))
+            appendString(key, to: &buffer)
+            buffer.append(UInt8(ascii: ":"))
+            switch value {
+            case .string(let text):
+                appendString(text, to: &buffer)
+            case .int(let number):
+                appendInteger(number, to: &buffer)
+            case .bool(let flag):
+                appendLiteral(flag ? "true" : "false", to: &buffer)
+            case .path(let bytes):
+                if String(validating: bytes, as: UTF8.self) != nil {
+                    appendEscaped(bytes, to: &buffer)
+                } else {
+                    appendString(String(decoding: bytes, as: UTF8.self), to: &buffer)
+                    buffer.append(UInt8(ascii: ","))
+                    appendString(key + "_b64", to: &buffer)
+                    buffer.append(UInt8(ascii: ":"))
+                    buffer.append(UInt8(ascii: "\""))
+                    appendBase64(bytes, to: &buffer)
+                    buffer.append(UInt8(ascii: "\""))
+                }
+            }
+        }
+        appendLiteral("}\n", to: &buffer)
+    }
+
+    /// `{"seq":<seq>,"time":"<time>"`: the start of a record.
+    static func appendHead(seq: UInt64, time: String, to buffer: inout [UInt8]) {
+        appendLiteral("{\"seq\":", to: &buffer)
+        appendInteger(seq, to: &buffer)
+        appendLiteral(",\"time\":", to: &buffer)
+        appendString(time, to: &buffer)
+    }
+
+    static func appendLiteral(_ text: StaticString, to buffer: inout [UInt8]) {
+        text.withUTF8Buffer { buffer.append(contentsOf: $0) }
+    }
+
+    /// A JSON string, quoted and escaped.
+    static func appendString(_ text: String, to buffer: inout [UInt8]) {
+        var text = text
+        text.withUTF8 { appendEscaped($0, to: &buffer) }
+    }
+
+    /// Valid UTF-8 bytes as a quoted JSON string: `"` and `\` escaped, control characters as `\n`, `\u00XX`, ….
+    static func appendEscaped(_ bytes: some Collection<UInt8>, to buffer: inout [UInt8]) {
+        buffer.append(UInt8(ascii: "\""))
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "\""): appendLiteral("\\\"", to: &buffer)
+            case UInt8(ascii: "\\"): appendLiteral("\\\\", to: &buffer)
+            case 0x0A: appendLiteral("\\n", to: &buffer)
+            case 0x0D: appendLiteral("\\r", to: &buffer)
+            case 0x09: appendLiteral("\\t", to: &buffer)
+            case 0x08: appendLiteral("\\b", to: &buffer)
+            case 0x0C: appendLiteral("\\f", to: &buffer)
+            case 0..<0x20:
+                appendLiteral("\\u00", to: &buffer)
+                buffer.append(hexDigits[Int(byte >> 4)])
+                buffer.append(hexDigits[Int(byte & 0x0F)])
+            default: buffer.append(byte)
+            }
+        }
+        buffer.append(UInt8(ascii: "\""))
+    }
+
+    static func appendInteger(_ value: Int64, to buffer: inout [UInt8]) {
+        if value < 0 { buffer.append(UInt8(ascii: "-")) }
+        appendInteger(value.magnitude, to: &buffer)
+    }
+
+    static func appendInteger(_ value: UInt64, to buffer: inout [UInt8]) {
+        var rest = value
+        var digits: [UInt8] = []
+        repeat {
+            digits.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            rest /= 10
+        } while rest > 0
+        buffer.append(contentsOf: digits.reversed())
+    }
+
+    /// Standard base64 (RFC 4648) with `=` padding.
+    static func appendBase64(_ bytes: [UInt8], to buffer: inout [UInt8]) {
+        var index = 0
+        while index + 3 <= bytes.count {
+            let group = UInt32(bytes[index]) << 16 | UInt32(bytes[index + 1]) << 8 | UInt32(bytes[index + 2])
+            for shift in [18, 12, 6, 0] { buffer.append(base64Digits[Int(group >> UInt32(shift) & 0x3F)]) }
+            index += 3
+        }
+        let rest = bytes.count - index
+        if rest > 0 {
+            let group = UInt32(bytes[index]) << 16 | (rest == 2 ? UInt32(bytes[index + 1]) << 8 : 0)
+            buffer.append(base64Digits[Int(group >> 18 & 0x3F)])
+            buffer.append(base64Digits[Int(group >> 12 & 0x3F)])
+            buffer.append(rest == 2 ? base64Digits[Int(group >> 6 & 0x3F)] : UInt8(ascii: "="))
+            buffer.append(UInt8(ascii: "="))
+        }
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+    private static let base64Digits = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    /// The `seq` at the start of a line this log wrote (`{"seq":123,`), or nil for any other line.
+    static func leadingSeq(_ line: some Collection<UInt8>) -> UInt64? {
+        let prefix = #"{"seq":"#.utf8
+        guard line.starts(with: prefix) else { return nil }
+        var value: UInt64 = 0
+        var sawDigit = false
+        for byte in line.dropFirst(prefix.count) {
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else {
+                return sawDigit && (byte == UInt8(ascii: ",") || byte == UInt8(ascii: "}")) ? value : nil
+            }
+            let (times10, overflow1) = value.multipliedReportingOverflow(by: 10)
+            let (sum, overflow2) = times10.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
+            guard !overflow1, !overflow2 else { return nil }
+            value = sum
+            sawDigit = true
+        }
+        return nil
+    }
+}

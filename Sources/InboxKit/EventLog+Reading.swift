@@ -1,0 +1,204 @@
+import AppContainer
+import Foundation
+import Glibc
+
+extension EventLog {
+    /// All records, oldest first, across rotated files: those with seq > `since`, and only kinds in `kinds`
+    /// when it is not empty. Lines that are not valid records are skipped.
+    public func records(since: UInt64 = 0, kinds: Set<String> = []) throws(ContainerError) -> [EventRecord] {
+        var reader = LogReader(log: self, cursor: since, kinds: kinds)
+        var records: [EventRecord] = []
+        _ = try reader.poll { record in
+            records.append(record)
+            return true
+        }
+        return records
+    }
+
+    /// Calls `body` for each existing matching record, then for each new one as it is appended (polling the
+    /// file every ~100 ms, following rotation without losing or repeating a record), until `body` returns
+    /// false or `shouldStop()` is true.
+    public func follow(
+        since: UInt64 = 0, kinds: Set<String> = [], shouldStop: () -> Bool = { false },
+        _ body: (EventRecord) -> Bool
+    ) throws(ContainerError) {
+        var reader = LogReader(log: self, cursor: since, kinds: kinds)
+        while !shouldStop() {
+            switch try reader.poll(body) {
+            case .stopped: return
+            case .progressed: continue
+            case .idle: Self.pause(milliseconds: 100)
+            }
+        }
+    }
+
+    private static func pause(milliseconds: Int) {
+        var interval = timespec(tv_sec: 0, tv_nsec: milliseconds * 1_000_000)
+        nanosleep(&interval, nil)
+    }
+
+    /// A line as a record: a JSON object with a non-negative integer `seq`, and `time` and `event` strings.
+    static func parseRecord(_ line: ArraySlice<UInt8>) -> EventRecord? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { return nil }
+        guard object["seq"] is NSNumber, let time = object["time"] as? String, let event = object["event"] as? String
+        else { return nil }
+        var fields: [String: String] = [:]
+        for (key, value) in object { fields[key] = text(of: value) }
+        guard let seqText = fields["seq"], let seq = UInt64(seqText) else { return nil }
+        return EventRecord(
+            seq: seq, time: time, event: event, line: String(decoding: line, as: UTF8.self), fields: fields)
+    }
+
+    /// A JSON value as text: strings as they are, numbers and booleans printed, anything else as JSON.
+    private static func text(of value: Any) -> String {
+        switch value {
+        case let string as String:
+            return string
+        case let number as NSNumber:
+            // JSONSerialization gives `true` and `false` as NSNumbers of C type char.
+            if String(cString: number.objCType) == "c" { return number.boolValue ? "true" : "false" }
+            return number.stringValue
+        case is NSNull:
+            return "null"
+        default:
+            guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else {
+                return String(describing: value)
+            }
+            return String(decoding: data, as: UTF8.self)
+        }
+    }
+}
+
+/// Reads the log in seq order across rotations: rotated files past the cursor, then the live file from an
+/// offset that only grows, until that file is rotated away.
+private struct LogReader: ~Copyable {
+    enum Outcome { case stopped, progressed, idle }
+
+    let log: EventLog
+    /// The seq of the last record read, matching or not: nothing at or below it is delivered again.
+    var cursor: UInt64
+    let kinds: Set<String>
+    /// The live `events.jsonl` being read, nil before the first poll and after it is rotated away.
+    var current: FileDescriptor?
+    var currentInode: UInt64 = 0
+    /// Just past the last complete line read from `current`.
+    var offset: Int64 = 0
+
+    init(log: EventLog, cursor: UInt64, kinds: Set<String>) {
+        self.log = log
+        self.cursor = cursor
+        self.kinds = kinds
+    }
+
+    /// Reads what is new: catches up first when no live file is open, and notices a rotation when the
+    /// live file has nothing new.
+    mutating func poll(_ body: (EventRecord) -> Bool) throws(ContainerError) -> Outcome {
+        if current?.rawValue == nil {
+            guard try catchUp(body) else { return .stopped }
+        }
+        guard let fd = current?.rawValue else { return .idle }
+        let before = offset
+        guard try readCurrent(fd, body) else { return .stopped }
+        if offset != before { return .progressed }
+        guard try isRotatedAway() else { return .idle }
+        // Rotation happens under the lock after the last write to this file, so reading it to its end now
+        // gets all of it (even if it is pruned before the catch-up, which then skips it by name).
+        guard try readCurrent(fd, body) else { return .stopped }
+        current = nil
+        return .progressed
+    }
+
+    /// Opens the live file, then reads every rotated file past the cursor. Opening the live file first
+    /// means a rotation in between can only repeat records (skipped by seq), never hide any.
+    private mutating func catchUp(_ body: (EventRecord) -> Bool) throws(ContainerError) -> Bool {
+        offset = 0
+        do {
+            let file = try FileDescriptor(at: log.folder, EventLog.logName, [.readOnly, .noFollow])
+            currentInode = try file.fileStatus().inode
+            current = consume file
+        } catch .noSuchFile {
+            current = nil
+        } catch {
+            throw error.failure("read the event log", log.logPath)
+        }
+        for rotated in try log.rotatedFiles() where rotated.lastSeq > cursor {
+            let path = log.directory + "/" + rotated.name
+            let file: FileDescriptor
+            do {
+                file = try FileDescriptor(at: log.folder, rotated.name, [.readOnly, .noFollow])
+            } catch .noSuchFile {
+                continue  // deleted as one of the oldest since the listing
+            } catch {
+                throw error.failure("read the event log", path)
+            }
+            let read = try readLines(file.rawValue, from: 0, path: path) { line in deliver(line, body) }
+            if read.stopped { return false }
+        }
+        return true
+    }
+
+    /// Reads the live file's complete lines past `offset`; false when `body` asked to stop.
+    private mutating func readCurrent(_ fd: CInt, _ body: (EventRecord) -> Bool) throws(ContainerError) -> Bool {
+        let read = try readLines(fd, from: offset, path: log.logPath) { line in deliver(line, body) }
+        offset = read.offset
+        return !read.stopped
+    }
+
+    /// Whether `events.jsonl` no longer names the file being read.
+    private func isRotatedAway() throws(ContainerError) -> Bool {
+        do {
+            return try fileStatus(in: log.folder, EventLog.logName).inode != currentInode
+        } catch .noSuchFile {
+            return true
+        } catch {
+            throw error.failure("read the event log", log.logPath)
+        }
+    }
+
+    /// Passes a line's record to `body` when it is past the cursor and of a wanted kind; false to stop.
+    private mutating func deliver(_ line: ArraySlice<UInt8>, _ body: (EventRecord) -> Bool) -> Bool {
+        if let seq = EventEncoding.leadingSeq(line), seq <= cursor { return true }
+        guard let record = EventLog.parseRecord(line), record.seq > cursor else { return true }
+        cursor = record.seq
+        guard kinds.isEmpty || kinds.contains(record.event) else { return true }
+        return body(record)
+    }
+}
+
+/// Calls `line` with each complete line of `fd` from `offset` to its end, without the newline; returns the
+/// offset just past the last line passed, and whether `line` asked to stop.
+private func readLines(
+    _ fd: CInt, from offset: Int64, path: String, _ line: (ArraySlice<UInt8>) -> Bool
+) throws(ContainerError) -> (offset: Int64, stopped: Bool) {
+    let newline = UInt8(ascii: "\n")
+    var consumed = offset
+    var position = offset
+    var pending: [UInt8] = []
+    let size: Int64
+    do {
+        size = try FileStatus(system_fstat(fd)).size
+    } catch {
+        throw error.failure("read the event log", path)
+    }
+    // What is appended after the `fstat` is read on the next call.
+    while position < size {
+        let chunk: [UInt8]
+        do {
+            chunk = try readRange(fd, from: position, count: Int(min(size - position, 1 << 20)))
+        } catch {
+            throw error.failure("read the event log", path)
+        }
+        if chunk.isEmpty { break }
+        position += Int64(chunk.count)
+        pending.append(contentsOf: chunk)
+        var start = pending.startIndex
+        while let end = pending[start...].firstIndex(of: newline) {
+            let text = pending[start..<end]
+            start = end + 1
+            consumed += Int64(text.count + 1)
+            if !text.isEmpty && !line(text) { return (consumed, true) }
+        }
+        pending.removeSubrange(..<start)
+    }
+    return (consumed, false)
+}
