@@ -61,30 +61,42 @@ enum EventEncoding {
         appendString(event.kind.rawValue, to: &buffer)
         for (key, value) in event.fields {
             buffer.append(UInt8(ascii: ","))
-            appendString(key, to: &buffer)
-            buffer.append(UInt8(ascii: ":"))
             switch value {
             case .string(let text):
+                appendKey(key, to: &buffer)
                 appendString(text, to: &buffer)
             case .int(let number):
+                appendKey(key, to: &buffer)
                 appendInteger(number, to: &buffer)
             case .bool(let flag):
+                appendKey(key, to: &buffer)
                 appendLiteral(flag ? "true" : "false", to: &buffer)
             case .path(let bytes):
-                if String(validating: bytes, as: UTF8.self) != nil {
-                    appendEscaped(bytes, to: &buffer)
-                } else {
-                    appendString(String(decoding: bytes, as: UTF8.self), to: &buffer)
-                    buffer.append(UInt8(ascii: ","))
-                    appendString(key + "_b64", to: &buffer)
-                    buffer.append(UInt8(ascii: ":"))
-                    buffer.append(UInt8(ascii: "\""))
-                    appendBase64(bytes, to: &buffer)
-                    buffer.append(UInt8(ascii: "\""))
-                }
+                appendPathMember(key, bytes, to: &buffer)
             }
         }
         appendLiteral("}\n", to: &buffer)
+    }
+
+    /// `"key":`
+    static func appendKey(_ key: String, to buffer: inout [UInt8]) {
+        appendString(key, to: &buffer)
+        buffer.append(UInt8(ascii: ":"))
+    }
+
+    /// `"key":"<text>"` for a path, followed by `"key_b64":"<exact bytes>"` when the bytes are not valid UTF-8.
+    static func appendPathMember(_ key: String, _ bytes: [UInt8], to buffer: inout [UInt8]) {
+        appendKey(key, to: &buffer)
+        if String(validating: bytes, as: UTF8.self) != nil {
+            appendEscaped(bytes, to: &buffer)
+            return
+        }
+        appendString(String(decoding: bytes, as: UTF8.self), to: &buffer)
+        buffer.append(UInt8(ascii: ","))
+        appendKey(key + "_b64", to: &buffer)
+        buffer.append(UInt8(ascii: "\""))
+        appendBase64(bytes, to: &buffer)
+        buffer.append(UInt8(ascii: "\""))
     }
 
     /// `{"seq":<seq>,"time":"<time>"`: the start of a record.

@@ -348,19 +348,3 @@ private func writeAll(_ fd: CInt, _ bytes: [UInt8]) throws(Errno) {
         })
     }.get()
 }
-
-public struct EventRecord: Sendable {
-    public let seq: UInt64
-    public let time: String
-    public let event: String
-    public let line: String
-    public let fields: [String: String]
-}
-
-extension EventLog {
-    public func records(since: UInt64 = 0, kinds: Set<String> = []) throws(ContainerError) -> [EventRecord] { [] }
-    public func follow(
-        since: UInt64 = 0, kinds: Set<String> = [], shouldStop: () -> Bool = { false },
-        _ body: (EventRecord) -> Bool
-    ) throws(ContainerError) {}
-}

@@ -130,8 +130,18 @@ struct InboxProcess {
             argv.forEach { $0?.deallocate() }
             envp.forEach { free($0) }
         }
+        // The child starts with no blocked signal and default handlers, whatever this test thread had.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var signals = sigset_t()
+        sigemptyset(&signals)
+        posix_spawnattr_setsigmask(&attributes, &signals)
+        sigfillset(&signals)
+        posix_spawnattr_setsigdefault(&attributes, &signals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, binary, &actions, nil, argv + [nil], envp + [nil])
+        let result = posix_spawn(&pid, binary, &actions, &attributes, argv + [nil], envp + [nil])
         close(pipes[0][0])
         close(pipes[1][1])
         close(pipes[2][1])
