@@ -71,3 +71,16 @@ public struct FileDescriptor: ~Copyable {
         return result
     }
 }
+
+/// A shared handle on a descriptor, for places a `~Copyable` owner cannot go (stored and replaced in a class,
+/// captured by closures). Closed when the last reference goes.
+public final class SharedDescriptor {
+    public let descriptor: FileDescriptor
+    public var rawValue: CInt { descriptor.rawValue }
+
+    public init(_ descriptor: consuming FileDescriptor) {
+        self.descriptor = descriptor
+    }
+
+    public func sync() throws(Errno) { try descriptor.sync() }
+}

@@ -43,6 +43,11 @@ public func system_pread(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer,
 }
 
 @inline(never)
+public func system_pwrite(_ fd: CInt, _ bytes: [UInt8], at offset: Int64) throws(Errno) -> Int {
+    try valueOrErrno { bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) } }
+}
+
+@inline(never)
 public func system_write(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
     try valueOrErrno { write(fd, buffer.baseAddress, buffer.count) }
 }
@@ -170,4 +175,46 @@ public func system_getcwd() throws(Errno) -> [UInt8] {
 @inline(never)
 public func system_dup(_ fd: CInt) throws(Errno) -> CInt {
     try valueOrErrno { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+}
+
+@inline(never)
+public func system_socket(_ domain: CInt, _ type: CInt) throws(Errno) -> CInt {
+    try valueOrErrno { socket(domain, type | CInt(SOCK_CLOEXEC.rawValue), 0) }
+}
+
+@inline(never)
+public func system_sendto(_ fd: CInt, _ bytes: UnsafeRawBufferPointer, _ address: UnsafePointer<sockaddr>, _ length: socklen_t)
+    throws(Errno) -> Int
+{
+    try valueOrErrno { sendto(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL), address, length) }
+}
+
+@inline(never)
+public func system_fsetxattr(_ fd: CInt, _ name: String, _ value: [UInt8]) throws(Errno) {
+    _ = try valueOrErrno { value.withUnsafeBytes { inbox_fsetxattr(fd, name, $0.baseAddress, $0.count, 0) } }
+}
+
+/// The value of an extended attribute, or nil when the file has none of that name.
+@inline(never)
+public func system_fgetxattr(_ fd: CInt, _ name: String, maxSize: Int = 256) throws(Errno) -> [UInt8]? {
+    var value = [UInt8](repeating: 0, count: maxSize)
+    do {
+        let size = try valueOrErrno { value.withUnsafeMutableBytes { inbox_fgetxattr(fd, name, $0.baseAddress, $0.count) } }
+        return Array(value[..<size])
+    } catch {
+        if error == .noData { return nil }
+        throw error
+    }
+}
+
+/// Whether anyone has the file open for writing, by taking and dropping a read lease (`F_SETLEASE`).
+/// Nil when leases are unavailable here (another owner without CAP_LEASE, or a filesystem without them).
+@inline(never)
+public func system_isOpenForWriting(_ fd: CInt) -> Bool? {
+    do {
+        _ = try valueOrErrno { inbox_probe_read_lease(fd) }
+        return false
+    } catch {
+        return error == .wouldBlock ? true : nil
+    }
 }

@@ -72,6 +72,8 @@ extension Inbox {
             }
             try file.sync()
             let status = try file.fileStatus()
+            // Closed before the rename: a watcher finds no writer on the file it sees arrive.
+            try file.close()
             let final = try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
                 try system_renameat2(folder.rawValue, staging, folder.rawValue, candidate, .noReplace)
             }

@@ -1,0 +1,118 @@
+import AppContainer
+import Glibc
+
+extension ArrivalPipeline {
+    /// Validates one name (DESIGN §2): a regular file is opened read-only, made private if it has other
+    /// hard links, sealed 0444 and inspected; a link, FIFO, socket or device node is removed without being
+    /// opened or followed and logged `rejected`. Nil for names that are gone, already handled, still being
+    /// written, or rejected.
+    func prepare(_ name: FileName, rejections: inout [Event]) throws(ContainerError) -> Prepared? {
+        for _ in 0..<3 {
+            guard let seen = try? fileStatus(in: inboxFolder.rawValue, name) else { return nil }
+            switch seen.kind {
+            case .regular:
+                break
+            case .directory:
+                return nil  // a folder is left as it is: see the README
+            default:
+                if let rejection = reject(name, seen.kind) { rejections.append(rejection) }
+                return nil
+            }
+            if arrived.contains(Identity(seen)) { return nil }
+            // Replaced between the two looks: look again.
+            guard let file = try? SharedDescriptor(FileDescriptor(at: inboxFolder.rawValue, name, [.noFollow, .nonBlocking])) else {
+                continue
+            }
+            guard let status = try? file.descriptor.fileStatus(), status.isSameFile(as: seen), status.kind == .regular else {
+                continue
+            }
+            // A writer still has it open: its IN_CLOSE_WRITE will bring the name back.
+            if system_isOpenForWriting(file.rawValue) == true { return nil }
+            if status.linkCount > 1 {
+                return try makePrivate(name, file: file, status: status)
+            }
+            return try seal(name, file: file, status: status)
+        }
+        return nil
+    }
+
+    /// Makes the file read-only (0444) and inspects it.
+    private func seal(_ name: FileName, file: SharedDescriptor, status: FileStatus) throws(ContainerError)
+        -> Prepared
+    {
+        var status = status
+        do {
+            if status.mode & 0o7777 != 0o444 {
+                try system_fchmod(file.rawValue, 0o444)
+                status = try file.descriptor.fileStatus()
+            }
+        } catch {
+            throw error.failure("seal", inbox.itemPath(name))
+        }
+        let inspection = try inspector.inspect(file.rawValue)
+        return Prepared(name: name, file: file, status: status, inspection: inspection)
+    }
+
+    /// Replaces a file that shares its inode with another (a hard link) by a private copy, so that sealing
+    /// and moving never reach the other name. The swap is atomic (`RENAME_EXCHANGE`); if another file took
+    /// the name meanwhile, that file is put back under a free name, never lost.
+    private func makePrivate(_ name: FileName, file: SharedDescriptor, status: FileStatus)
+        throws(ContainerError) -> Prepared?
+    {
+        let staging = Inbox.stagingName()
+        let copy: SharedDescriptor?
+        do {
+            copy = try swapInPrivateCopy(name, of: file, status: status, staging: staging)
+        } catch {
+            try? system_unlinkat(inboxFolder.rawValue, staging)
+            throw error.failure("make a private copy of", inbox.itemPath(name))
+        }
+        guard let copy, let copied = try? copy.descriptor.fileStatus() else { return nil }
+        return try seal(name, file: copy, status: copied)
+    }
+
+    /// Copies the file into an unnamed file, names it `staging`, and exchanges it with `name`; nil when
+    /// `name` vanished meanwhile.
+    private func swapInPrivateCopy(_ name: FileName, of file: SharedDescriptor, status: FileStatus, staging: FileName)
+        throws(Errno) -> SharedDescriptor?
+    {
+        let folder = inboxFolder.rawValue
+        let copy = SharedDescriptor(try FileDescriptor(at: folder, ".", [.temporaryFile, .readWrite], mode: 0o444))
+        try copy.descriptor.copyContents(from: file.descriptor)
+        let modified = timespec(tv_sec: Int(status.modified.seconds), tv_nsec: Int(status.modified.nanoseconds))
+        let accessed = timespec(tv_sec: Int(status.accessed.seconds), tv_nsec: Int(status.accessed.nanoseconds))
+        try system_futimens(copy.rawValue, accessed: accessed, modified: modified)
+        try copy.sync()
+        try system_linkOpenFile(copy.rawValue, folder, staging)
+        do {
+            try system_renameat2(folder, staging, folder, name, .exchange)
+        } catch .noSuchFile {
+            try? system_unlinkat(folder, staging)
+            return nil
+        }
+        // `staging` now names what was at `name`: the shared inode, unless someone swapped it meanwhile.
+        if let old = try? fileStatus(in: folder, staging), !old.isSameFile(as: status) {
+            _ = try? ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
+                try system_renameat2(folder, staging, folder, candidate, .noReplace)
+            }
+        } else {
+            try system_unlinkat(folder, staging)
+        }
+        try inboxFolder.sync()
+        return copy
+    }
+
+    /// Removes a name that is not a regular file, the entry itself and never its target.
+    private func reject(_ name: FileName, _ kind: FileKind) -> Event? {
+        let reason: String
+        switch kind {
+        case .symbolicLink: reason = "symbolic link"
+        case .fifo: reason = "FIFO"
+        case .socket: reason = "socket"
+        case .characterDevice, .blockDevice: reason = "device node"
+        default: reason = "not a regular file"
+        }
+        guard (try? system_unlinkat(inboxFolder.rawValue, name)) != nil else { return nil }
+        return Event(.rejected, ["path": .path(inbox.loggedPath(.inbox, name)), "reason": .string(reason)])
+    }
+}

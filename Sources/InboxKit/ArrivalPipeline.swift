@@ -1,0 +1,187 @@
+import AppContainer
+import Foundation
+import Glibc
+
+/// The watcher's hot path, run on one thread: validate → seal → inspect → handle → apply, with one group
+/// commit a batch. `arrived` is logged durably before any disposition is applied, and `moved`/`deleted`
+/// after the folders are fsynced, so the log never claims what the disk does not hold and a crash in
+/// between is finished at the next start (see `ArrivalPipeline+Recovery.swift`).
+final class ArrivalPipeline {
+    let watcher: Watcher
+    var inbox: Inbox { watcher.inbox }
+    var container: Container { watcher.inbox.container }
+    var inboxFolder: SharedDescriptor
+    let documents: SharedDescriptor
+    let inspector: ContentInspector
+    let hooks: HookRunner?
+    /// Identities that have arrived and are still in the Inbox, so that none is handled twice.
+    var arrived: Set<Identity> = []
+    /// The seq of this pipeline's last record, for the checkpoint.
+    var lastSeq: UInt64 = 0
+
+    /// One file ready for its handlers: open read-only, sealed, inspected.
+    final class Prepared {
+        let name: FileName
+        let file: SharedDescriptor
+        let status: FileStatus
+        let inspection: Inspection
+        var disposition: Disposition = .keep
+
+        init(name: FileName, file: SharedDescriptor, status: FileStatus, inspection: Inspection) {
+            self.name = name
+            self.file = file
+            self.status = status
+            self.inspection = inspection
+        }
+    }
+
+    init(watcher: Watcher) throws(ContainerError) {
+        self.watcher = watcher
+        inboxFolder = SharedDescriptor(try watcher.inbox.container.openFolder(.inbox))
+        documents = SharedDescriptor(try watcher.inbox.container.openFolder(.documents))
+        inspector = try ContentInspector()
+        hooks = watcher.options.exec.map {
+            HookRunner(command: $0, timeout: watcher.options.hookTimeout, containerRoot: watcher.inbox.container.root)
+        }
+    }
+
+    /// Lists the Inbox (reopened: the folder may have been replaced), forgets identities no longer there,
+    /// logs `rescan`, and returns every name to look at.
+    func scan(reason: String) throws(ContainerError) -> [FileName] {
+        inboxFolder = SharedDescriptor(try container.openFolder(.inbox))
+        var names: [FileName] = []
+        var present: Set<Identity> = []
+        do {
+            for name in try inboxFolder.descriptor.entries() where !name.isHidden {
+                names.append(name)
+                if let status = try? fileStatus(in: inboxFolder.rawValue, name) { present.insert(Identity(status)) }
+            }
+        } catch {
+            throw error.failure("scan", container.path(.inbox))
+        }
+        arrived.formIntersection(present)
+        try commit([Event(.rescan, ["reason": .string(reason), "found": .int(Int64(names.count))])], durable: false)
+        try saveCheckpoint()
+        return names.sorted()
+    }
+
+    /// Handles a batch of names; returns the arrivals for the watcher's stream.
+    func process(_ names: [FileName]) throws(ContainerError) -> [Arrival] {
+        var records: [Event] = []
+        var batch: [Prepared] = []
+        for name in names {
+            if let item = try prepare(name, rejections: &records) { batch.append(item) }
+        }
+        let arrivals = batch.map { prepared in
+            Arrival(
+                item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),
+                sha256: prepared.inspection.sha256, type: prepared.inspection.type)
+        }
+        let outcomes = decide(batch, arrivals: arrivals)
+        for (prepared, outcome) in zip(batch, outcomes) {
+            records.append(arrivedEvent(prepared))
+            if let outcome { records.append(handledEvent(prepared, outcome)) }
+        }
+        // Phase 1: the arrivals and their dispositions are on disk before anything moves.
+        try commit(records, durable: true)
+        for prepared in batch { arrived.insert(Identity(prepared.status)) }
+        // Phase 2: apply, fsync the folders once, then log what the disk now holds.
+        var applied: [Event] = []
+        for prepared in batch where prepared.disposition != .keep {
+            if let event = apply(prepared) { applied.append(event) }
+        }
+        if !applied.isEmpty {
+            do {
+                try documents.sync()
+                try inboxFolder.sync()
+            } catch {
+                throw error.failure("sync", container.path(.documents))
+            }
+            try commit(applied, durable: true)
+        }
+        return arrivals
+    }
+
+    /// Sets each arrival's disposition: the library handler's, else the `--exec` command's, else the default.
+    /// Returns the command's outcome for each, where one ran.
+    private func decide(_ batch: [Prepared], arrivals: [Arrival]) -> [HookOutcome?] {
+        let fallback = watcher.options.onArrival
+        if let handler = watcher.handler {
+            for (prepared, arrival) in zip(batch, arrivals) { prepared.disposition = handler.handle(arrival) }
+            return batch.map { _ in nil }
+        }
+        guard let hooks else {
+            for prepared in batch { prepared.disposition = fallback }
+            return batch.map { _ in nil }
+        }
+        let outcomes = HookPool.run(hooks, on: batch, inboxPath: container.path(.inbox), jobs: watcher.options.jobs)
+        for (prepared, outcome) in zip(batch, outcomes) {
+            // A failing or hanging handler leaves the item where it is.
+            prepared.disposition = outcome.succeeded ? outcome.disposition ?? fallback : .keep
+        }
+        return outcomes
+    }
+
+    /// `arrived` with size, sha256, modified, type and identity, and the disposition when it is not keep.
+    private func arrivedEvent(_ prepared: Prepared) -> Event {
+        var event = Event(
+            .arrived,
+            [
+                "path": .path(inbox.loggedPath(.inbox, prepared.name)), "size": .int(prepared.status.size),
+                "sha256": .string(prepared.inspection.sha256), "modified": .string(prepared.status.modified.rfc3339),
+                "type": .string(prepared.inspection.type), "id": .string(Identity(prepared.status).text),
+            ])
+        if prepared.disposition != .keep {
+            event.fields.append(("disposition", .string(prepared.disposition.rawValue)))
+        }
+        return event
+    }
+
+    private func handledEvent(_ prepared: Prepared, _ outcome: HookOutcome) -> Event {
+        var event = Event(.handled, ["path": .path(inbox.loggedPath(.inbox, prepared.name)), "handler": .string("exec")])
+        if let status = outcome.exitStatus { event.fields.append(("status", .int(Int64(status)))) }
+        if let signal = outcome.signal { event.fields.append(("signal", .int(Int64(signal)))) }
+        if outcome.timedOut { event.fields.append(("timed_out", .bool(true))) }
+        event.fields.append(("disposition", .string(prepared.disposition.rawValue)))
+        if !outcome.stderrTail.isEmpty { event.fields.append(("stderr", .string(outcome.stderrTail))) }
+        return event
+    }
+
+    /// Moves or deletes one item; returns the record of what happened, nil when it was gone already.
+    private func apply(_ prepared: Prepared) -> Event? {
+        let from = inbox.loggedPath(.inbox, prepared.name)
+        let id = EventValue.string(Identity(prepared.status).text)
+        switch prepared.disposition {
+        case .keep:
+            return nil
+        case .delete:
+            guard (try? system_unlinkat(inboxFolder.rawValue, prepared.name)) != nil else { return nil }
+            arrived.remove(Identity(prepared.status))
+            return Event(.deleted, ["path": .path(from), "reason": .string("handler"), "id": id])
+        case .move:
+            guard let moved = try? moveToDocuments(prepared.name) else { return nil }
+            arrived.remove(Identity(prepared.status))
+            let reason = watcher.handler == nil && hooks == nil ? "on-arrival" : "handler"
+            return Event(
+                .moved,
+                ["from": .path(from), "to": .path(inbox.loggedPath(.documents, moved)), "reason": .string(reason), "id": id])
+        }
+    }
+
+    /// Renames an item into Documents (`report 2.pdf` on a clash) and gives the owner back the write bit.
+    func moveToDocuments(_ name: FileName) throws(Errno) -> FileName {
+        let moved = try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
+            try system_renameat2(inboxFolder.rawValue, name, documents.rawValue, candidate, .noReplace)
+        }
+        if let file = try? FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking]) {
+            try? file.restoreOwnerWrite()
+        }
+        return moved
+    }
+
+    /// Appends records and remembers the last seq for the checkpoint.
+    func commit(_ records: [Event], durable: Bool) throws(ContainerError) {
+        guard !records.isEmpty else { return }
+        if let last = try inbox.log.append(records, durable: durable).last { lastSeq = last }
+    }
+}

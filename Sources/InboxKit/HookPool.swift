@@ -1,0 +1,35 @@
+import AppContainer
+import Foundation
+import Synchronization
+
+/// Runs the `--exec` command for each item of a batch, at most `jobs` at once.
+enum HookPool {
+    static func run(_ hooks: HookRunner, on batch: [ArrivalPipeline.Prepared], inboxPath: String, jobs: Int)
+        -> [HookOutcome]
+    {
+        let work = batch.map { (path: Array(inboxPath.utf8) + [0x2F] + $0.name.bytes, name: $0.name, fd: $0.file.rawValue) }
+        let next = Mutex(0)
+        let results = Mutex([HookOutcome?](repeating: nil, count: work.count))
+        let done = DispatchGroup()
+        for _ in 0..<max(1, min(jobs, work.count)) {
+            done.enter()
+            Thread.detachNewThread {
+                while true {
+                    let index = next.withLock { value -> Int in
+                        defer { value += 1 }
+                        return value
+                    }
+                    guard index < work.count else { break }
+                    let item = work[index]
+                    let outcome = hooks.run(itemPath: item.path, name: item.name, file: item.fd)
+                    results.withLock { $0[index] = outcome }
+                }
+                done.leave()
+            }
+        }
+        done.wait()
+        return results.withLock { $0 }.map {
+            $0 ?? HookOutcome(exitStatus: nil, signal: nil, timedOut: false, disposition: nil, stderrTail: "not run")
+        }
+    }
+}

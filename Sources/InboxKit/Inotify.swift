@@ -1,0 +1,76 @@
+import AppContainer
+import CInotifyTools
+import Glibc
+
+/// One inotify event, copied out of libinotifytools' static buffer before the next call overwrites it.
+struct InotifyEvent: Sendable {
+    let watch: CInt
+    let mask: UInt32
+    let name: [UInt8]
+
+    /// Flags the kernel reports on its own, apart from the events asked for.
+    var isOverflow: Bool { mask & UInt32(IN_Q_OVERFLOW) != 0 }
+    /// The watched folder is gone or no longer watched: `IN_IGNORED`, `IN_DELETE_SELF`, `IN_MOVE_SELF`, `IN_UNMOUNT`.
+    var watchEnded: Bool { mask & UInt32(IN_IGNORED | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT) != 0 }
+}
+
+/// The events asked for on the Inbox folder.
+struct InotifyMask: OptionSet {
+    let rawValue: UInt32
+
+    /// `IN_CLOSE_WRITE`: a file written in place is complete.
+    static let closeWrite = InotifyMask(rawValue: UInt32(IN_CLOSE_WRITE))
+    /// `IN_MOVED_TO`: a file renamed in is complete.
+    static let movedTo = InotifyMask(rawValue: UInt32(IN_MOVED_TO))
+    /// `IN_CREATE`: links, FIFOs, folders and hard links appear without a close.
+    static let create = InotifyMask(rawValue: UInt32(IN_CREATE))
+    /// `IN_DELETE_SELF`
+    static let deleteSelf = InotifyMask(rawValue: UInt32(IN_DELETE_SELF))
+    /// `IN_MOVE_SELF`
+    static let moveSelf = InotifyMask(rawValue: UInt32(IN_MOVE_SELF))
+    /// `IN_ONLYDIR`: refuse to watch anything but a folder.
+    static let onlyDirectory = InotifyMask(rawValue: UInt32(IN_ONLYDIR))
+    /// `IN_DONT_FOLLOW`: never watch through a symbolic link.
+    static let dontFollow = InotifyMask(rawValue: UInt32(IN_DONT_FOLLOW))
+
+    static let inbox: InotifyMask = [.closeWrite, .movedTo, .create, .deleteSelf, .moveSelf, .onlyDirectory, .dontFollow]
+}
+
+/// libinotifytools, which has one global, thread-unsafe instance: only the watcher's event thread uses this.
+enum Inotify {
+    /// Initialises the library; early, so that its descriptor stays below 1024 for `select()`.
+    static func initialize() throws(ContainerError) {
+        guard inotifytools_initialize() != 0 else {
+            let error = Errno(rawValue: inotifytools_error())
+            throw ContainerError(.failure, "cannot start inotify: \(error) (see /proc/sys/fs/inotify/max_user_instances)")
+        }
+    }
+
+    /// Drops every watch and the library's stale state, as after `IN_IGNORED`.
+    static func cleanup() {
+        inotifytools_cleanup()
+    }
+
+    static func watch(_ path: String, _ mask: InotifyMask) throws(Errno) {
+        guard inotifytools_watch_file(path, Int32(bitPattern: mask.rawValue)) != 0 else {
+            throw Errno(rawValue: inotifytools_error())
+        }
+    }
+
+    /// The next event, or nil after `seconds` without one. EINTR is retried.
+    static func next(timeoutSeconds seconds: Int) throws(Errno) -> InotifyEvent? {
+        while true {
+            guard let event = inotifytools_next_event(seconds) else {
+                let error = inotifytools_error()
+                if error == 0 { return nil }
+                if error == EINTR { continue }
+                throw Errno(rawValue: error)
+            }
+            var name: [UInt8] = []
+            if event.pointee.len > 0, let cName = inbox_inotify_event_name(event) {
+                name = Array(UnsafeRawBufferPointer(start: cName, count: strlen(cName)))
+            }
+            return InotifyEvent(watch: event.pointee.wd, mask: event.pointee.mask, name: name)
+        }
+    }
+}

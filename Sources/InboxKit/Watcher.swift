@@ -1,0 +1,131 @@
+import AppContainer
+import Foundation
+
+/// How the watcher treats arrivals.
+public struct WatchOptions: Sendable {
+    /// What happens to an arrival no handler decided on: `.keep` (the default) or `.move` into Documents.
+    public var onArrival: Disposition = .keep
+    /// A shell command run for each arrival (`--exec`), reading the item on stdin.
+    public var exec: String?
+    public var hookTimeout: Duration = .seconds(60)
+    /// How many `--exec` commands run at once.
+    public var jobs = 2
+    /// Handle what is in the Inbox, then return.
+    public var once = false
+    /// How often the whole Inbox is scanned even when no event says so.
+    public var rescanInterval: Duration = .seconds(300)
+    /// The most arrivals handled in one group commit.
+    public var maxBatch = 256
+    /// Where the watcher says what it is doing (start, stop, overflows, rescans, errors), a line at a time.
+    public var report: (@Sendable (String) -> Void)?
+
+    public init() {}
+}
+
+/// A file that arrived in the Inbox: the read-only item and what its contents are.
+public struct Arrival: Sendable {
+    public let item: InboxItem
+    public let sha256: String
+    /// A short name sniffed from the contents: pdf, png, jpeg, gif, office, zip, text, calendar, vcard, eml, …
+    public let type: String
+}
+
+/// A library handler: it gets each arrival read-only and says what becomes of it.
+public protocol ArrivalHandler: Sendable {
+    func handle(_ arrival: Arrival) -> Disposition
+}
+
+/// The watcher of DESIGN §2: it sees each file arrive in the Inbox (inotify events are hints, scans of the
+/// folder the truth), validates and seals it, hands it to the handlers, and applies their disposition.
+public final class Watcher: Sendable {
+    public let inbox: Inbox
+    public let options: WatchOptions
+    let handler: (any ArrivalHandler)?
+    let queue = WatchQueue()
+    private let stream: AsyncStream<Arrival>
+    private let continuation: AsyncStream<Arrival>.Continuation
+
+    public init(inbox: Inbox, options: WatchOptions = WatchOptions(), handler: (any ArrivalHandler)? = nil) {
+        self.inbox = inbox
+        self.options = options
+        self.handler = handler
+        (stream, continuation) = AsyncStream.makeStream(of: Arrival.self, bufferingPolicy: .bufferingNewest(1024))
+    }
+
+    /// Every arrival as it is handled. The stream keeps the newest 1,024 when nobody reads it.
+    public var arrivals: AsyncStream<Arrival> { stream }
+
+    /// Asks the watcher to stop: it finishes the batch in hand, logs `watch-stopped` and `run` returns.
+    public func stop() {
+        queue.stop()
+    }
+
+    /// Stops the watcher on SIGTERM and SIGINT, for as long as the returned sources are kept.
+    public func stopOnTerminationSignals() -> [any DispatchSourceSignal] {
+        [SIGTERM, SIGINT].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [self] in
+                options.report?("stopping on \(number == SIGTERM ? "SIGTERM" : "SIGINT")")
+                stop()
+            }
+            source.resume()
+            return source
+        }
+    }
+
+    func report(_ line: String) {
+        options.report?(line)
+    }
+
+    /// Runs until `stop()` (or, with `once`, until the Inbox has been handled). Only one watcher runs per
+    /// container: a second fails with exit status 75.
+    public func run() throws(ContainerError) {
+        let lock = try WatcherLock(container: inbox.container)
+        defer { withExtendedLifetime(lock) {} }
+        inbox.recoverInterruptedMoves()
+        let pipeline = try ArrivalPipeline(watcher: self)
+        try pipeline.recoverInterruptedBatch()
+        var events: EventThread?
+        if !options.once {
+            let thread = EventThread(inboxPath: inbox.container.path(.inbox), queue: queue)
+            try thread.start()
+            events = thread
+        }
+        try inbox.log.append(Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(options.onArrival.rawValue)]), durable: true)
+        SystemdNotify.send("READY=1")
+        report("watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(options.onArrival.rawValue))")
+        defer {
+            events?.stop()
+            continuation.finish()
+        }
+        queue.requestRescan("start-up")
+        var nextRescan = ContinuousClock.now + options.rescanInterval
+        while true {
+            let batch = queue.take(timeout: min(.seconds(1), max(.zero, nextRescan - .now)))
+            var names = batch.names
+            if batch.overflows > 0 {
+                try inbox.log.append(Event(.overflow, ["count": .int(Int64(batch.overflows))]))
+                report("inotify queue overflowed; rescanning the Inbox")
+            }
+            if ContinuousClock.now >= nextRescan && batch.rescan == nil {
+                names += try pipeline.scan(reason: "periodic")
+                nextRescan = .now + options.rescanInterval
+            } else if let reason = batch.rescan {
+                names += try pipeline.scan(reason: reason)
+                nextRescan = .now + options.rescanInterval
+            }
+            var start = 0
+            while start < names.count {
+                let end = min(names.count, start + options.maxBatch)
+                for arrival in try pipeline.process(Array(names[start..<end])) { continuation.yield(arrival) }
+                start = end
+            }
+            if options.once || queue.isStopped { break }
+        }
+        SystemdNotify.send("STOPPING=1")
+        try pipeline.saveCheckpoint()
+        try inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)
+        report("stopped")
+    }
+}

@@ -1,0 +1,45 @@
+import AppContainer
+import Foundation
+import Glibc
+
+/// One watcher per container: an exclusive `flock` on `watch.lock` in the state folder, held for the
+/// watcher's life, with the holder's pid written inside for others to name.
+final class WatcherLock {
+    private let file: FileDescriptor
+
+    static func path(_ container: Container) -> String { container.stateDirectory + "/watch.lock" }
+
+    /// Takes the lock, or fails with exit status 75 naming the watcher that holds it.
+    init(container: Container) throws(ContainerError) {
+        let path = Self.path(container)
+        do {
+            file = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
+        } catch {
+            throw error.failure("open the watcher lock", path)
+        }
+        do {
+            try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
+        } catch .wouldBlock {
+            let holder = (try? file.readToEnd()).map { String(decoding: $0, as: UTF8.self) } ?? ""
+            let pid = holder.trimmingCharacters(in: .whitespacesAndNewlines)
+            throw ContainerError(
+                .busy, "another watcher (pid \(pid.isEmpty ? "unknown" : pid)) holds '\(container.root)'; stop it first")
+        } catch {
+            throw error.failure("lock", path)
+        }
+        do {
+            try system_ftruncate(file.rawValue, 0)
+            _ = try system_pwrite(file.rawValue, Array("\(getpid())\n".utf8), at: 0)
+        } catch {
+            throw error.failure("write the watcher pid to", path)
+        }
+    }
+
+    /// The pid of the watcher holding the container's lock, or nil when none runs.
+    static func holder(of container: Container) -> Int32? {
+        guard let file = try? FileDescriptor(path(container), [.readOnly, .noFollow]) else { return nil }
+        if (try? system_flock(file.rawValue, LOCK_SH | LOCK_NB)) != nil { return nil }
+        let text = (try? file.readToEnd()).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+}
