@@ -13,9 +13,17 @@ let package = Package(
             name: "CInotifyTools",
             providers: [.apt(["libinotifytools0-dev"])]
         ),
+        .systemLibrary(
+            name: "CCrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CMagic",
+            providers: [.apt(["libmagic-dev"])]
+        ),
         .target(name: "CLinux"),
         .target(name: "AppContainer", dependencies: ["CLinux"]),
-        .target(name: "InboxKit", dependencies: ["AppContainer", "CInotifyTools", "CLinux"]),
+        .target(name: "InboxKit", dependencies: ["AppContainer", "CCrypto", "CInotifyTools", "CLinux", "CMagic"]),
         .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),

@@ -1,15 +1,215 @@
-// STUB until the content inspector lands (helper branch `content`): same API.
 import AppContainer
+import CCrypto
+import CMagic
+import Glibc
 
+/// What a file holds: its SHA-256 and its content type.
 public struct Inspection: Sendable, Equatable {
+    /// The SHA-256 of the whole file: 64 lowercase hex digits.
     public let sha256: String
+    /// A short, stable name: `pdf`, `png`, `jpeg`, `gif`, `zip`, `office`, `calendar`, `vcard`, `eml`, `csv`,
+    /// `text`, `empty` or `other`.
     public let type: String
+    /// The MIME type libmagic reported, such as `application/pdf`.
     public let mime: String
+
+    public init(sha256: String, type: String, mime: String) {
+        self.sha256 = sha256
+        self.type = type
+        self.mime = mime
+    }
 }
 
-final class ContentInspector {
-    init() throws(ContainerError) {}
-    func inspect(_ fd: CInt) throws(ContainerError) -> Inspection {
-        Inspection(sha256: "", type: "other", mime: "application/octet-stream")
+/// Hashes files with SHA-256 and names their content type, reusing one libmagic handle, one libcrypto
+/// context and one read buffer for every file (DESIGN §11).
+///
+/// Not thread-safe: every call shares those. Make one inspector per thread and keep it.
+public final class ContentInspector {
+    /// Bytes asked of each `pread`. libmagic sees the first chunk only.
+    public static let chunkSize = 256 * 1024
+
+    /// MIME type only; never look inside compressed data (libmagic would decompress, or fork a decompressor).
+    private static let magicFlags = MAGIC_MIME_TYPE | MAGIC_NO_CHECK_COMPRESS
+
+    private let magic: OpaquePointer  // magic_t
+    private let digest: OpaquePointer  // EVP_MD for SHA-256, fetched once
+    private let context: OpaquePointer  // EVP_MD_CTX, initialised again for each file
+    private let buffer: UnsafeMutableRawBufferPointer
+
+    /// Opens libmagic with its database and makes a SHA-256 context.
+    /// - Parameter database: a libmagic database file; nil for libmagic's default (`$MAGIC`, else the system's).
+    public init(database: String? = nil) throws(ContainerError) {
+        guard let magic = magic_open(Self.magicFlags) else {
+            throw ContainerError(.failure, "cannot start libmagic: \(Errno(rawValue: errno))")
+        }
+        guard magic_load(magic, database) == 0 else {
+            let reason = magic_error(magic).map { String(cString: $0) } ?? "unknown error"
+            magic_close(magic)
+            let hint = database == nil ? " (is the libmagic-mgc package installed?)" : ""
+            let name = database.map { " '\($0)'" } ?? ""
+            throw ContainerError(.failure, "cannot load the libmagic database\(name): \(reason)\(hint)")
+        }
+        guard let digest = EVP_MD_fetch(nil, "SHA256", nil) else {
+            magic_close(magic)
+            throw ContainerError(.failure, "libcrypto has no SHA-256 (EVP_MD_fetch failed)")
+        }
+        guard let context = EVP_MD_CTX_new() else {
+            EVP_MD_free(digest)
+            magic_close(magic)
+            throw ContainerError(.failure, "cannot make a SHA-256 context (EVP_MD_CTX_new failed)")
+        }
+        self.magic = magic
+        self.digest = digest
+        self.context = context
+        buffer = .allocate(byteCount: Self.chunkSize, alignment: 4096)
+    }
+
+    deinit {
+        buffer.deallocate()
+        EVP_MD_CTX_free(context)
+        EVP_MD_free(digest)
+        magic_close(magic)
+    }
+
+    /// Reads the file open at `fd` from offset 0 to its end, hashing as it goes, and names its type from
+    /// the first chunk. The descriptor's own offset is neither used nor moved.
+    public func inspect(_ fd: CInt) throws(ContainerError) -> Inspection {
+        guard EVP_DigestInit_ex(context, digest, nil) == 1 else { throw Self.cryptoFailure("EVP_DigestInit_ex") }
+        var count = try fill(fd, at: 0)
+        let (type, mime) = try sniff(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+        var offset = Int64(count)
+        while true {
+            guard EVP_DigestUpdate(context, buffer.baseAddress, count) == 1 else {
+                throw Self.cryptoFailure("EVP_DigestUpdate")
+            }
+            if count < buffer.count { break }
+            count = try fill(fd, at: offset)
+            offset += Int64(count)
+        }
+        // The chunk is no longer needed: the digest goes to the start of the buffer.
+        var length: CUnsignedInt = 0
+        let output = buffer.baseAddress?.bindMemory(to: UInt8.self, capacity: Int(EVP_MAX_MD_SIZE))
+        guard EVP_DigestFinal_ex(context, output, &length) == 1, length == 32 else {
+            throw Self.cryptoFailure("EVP_DigestFinal_ex")
+        }
+        let hex = Self.hex(UnsafeRawBufferPointer(rebasing: buffer[..<Int(length)]))
+        return Inspection(sha256: hex, type: type, mime: mime)
+    }
+
+    /// Reads from `offset` until the buffer is full or the file ends; returns the bytes read.
+    private func fill(_ fd: CInt, at offset: Int64) throws(ContainerError) -> Int {
+        var count = 0
+        while count < buffer.count {
+            let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[count...])
+            let read: Int
+            do {
+                read = try system_pread(fd, into: rest, at: offset + Int64(count))
+            } catch {
+                throw ContainerError(error, doing: "read file descriptor", path: String(fd))
+            }
+            if read == 0 { break }
+            count += read
+        }
+        return count
+    }
+
+    /// The MIME type libmagic gives the first chunk, and the short name for it.
+    private func sniff(_ head: UnsafeRawBufferPointer) throws(ContainerError) -> (type: String, mime: String) {
+        guard let result = magic_buffer(magic, head.baseAddress, head.count) else {
+            let reason = magic_error(magic).map { String(cString: $0) } ?? "unknown error"
+            throw ContainerError(.failure, "libmagic cannot name the content type: \(reason)")
+        }
+        let mime = String(cString: result)
+        return (Self.typeName(mime: mime, head: head), mime)
+    }
+
+    private static func cryptoFailure(_ function: String) -> ContainerError {
+        ContainerError(.failure, "cannot compute a SHA-256: \(function) failed in libcrypto")
+    }
+
+    /// Lowercase hex digits of `bytes`.
+    private static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = hexDigit(byte >> 4)
+                out[2 * index + 1] = hexDigit(byte & 0x0F)
+            }
+            return bytes.count * 2
+        }
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+}
+
+// MARK: - Type names
+
+extension ContentInspector {
+    /// Header names that, first in a text file, mark a mail message that libmagic did not recognise.
+    private static let mailHeaders = ["from:", "received:", "return-path:", "delivered-to:"]
+
+    /// The short type name for what libmagic said, looking at the first bytes where the MIME type is too vague:
+    /// a zip whose first entry marks an office document, a text file whose first line names a calendar,
+    /// a vCard or a mail header.
+    private static func typeName(mime: String, head: UnsafeRawBufferPointer) -> String {
+        if head.isEmpty { return "empty" }
+        switch mime {
+        case "application/pdf": return "pdf"
+        case "image/png": return "png"
+        case "image/jpeg": return "jpeg"
+        case "image/gif": return "gif"
+        case "application/zip": return firstZipEntryMarksOffice(head) ? "office" : "zip"
+        case "text/calendar": return "calendar"
+        case "text/vcard", "text/x-vcard": return "vcard"
+        case "message/rfc822": return "eml"
+        case "text/csv": return "csv"
+        default: break
+        }
+        if mime.hasPrefix("application/vnd.openxmlformats-") || mime.hasPrefix("application/vnd.oasis.opendocument.") {
+            return "office"
+        }
+        guard mime.hasPrefix("text/") else { return "other" }
+        let text = UnsafeRawBufferPointer(rebasing: head[startOfText(head)...])
+        if startsIgnoringCase(text, "begin:vcalendar") { return "calendar" }
+        if startsIgnoringCase(text, "begin:vcard") { return "vcard" }
+        if mailHeaders.contains(where: { startsIgnoringCase(text, $0) }) { return "eml" }
+        return "text"
+    }
+
+    /// Whether the first local header of a zip names `[Content_Types].xml` (Office Open XML) or `mimetype`
+    /// (OpenDocument).
+    private static func firstZipEntryMarksOffice(_ head: UnsafeRawBufferPointer) -> Bool {
+        // Local file header: "PK\3\4", the name's length at 26 (little-endian), the name at 30.
+        guard head.count >= 30, head.starts(with: [0x50, 0x4B, 0x03, 0x04]) else { return false }
+        let nameLength = Int(head[26]) | Int(head[27]) << 8
+        guard head.count >= 30 + nameLength else { return false }
+        let name = head[30..<(30 + nameLength)]
+        return name.elementsEqual("[Content_Types].xml".utf8) || name.elementsEqual("mimetype".utf8)
+    }
+
+    /// The index after a UTF-8 byte order mark and leading ASCII white space.
+    private static func startOfText(_ head: UnsafeRawBufferPointer) -> Int {
+        var index = head.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
+        while index < head.count {
+            switch head[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return index
+            }
+        }
+        return index
+    }
+
+    /// Whether `bytes` begin with `prefix` (lowercase ASCII), ignoring ASCII case.
+    private static func startsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ prefix: String) -> Bool {
+        var index = 0
+        for expected in prefix.utf8 {
+            guard index < bytes.count else { return false }
+            let byte = bytes[index]
+            let lowered = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 : byte
+            guard lowered == expected else { return false }
+            index += 1
+        }
+        return true
     }
 }
