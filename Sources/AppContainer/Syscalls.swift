@@ -183,7 +183,9 @@ public func system_socket(_ domain: CInt, _ type: CInt) throws(Errno) -> CInt {
 }
 
 @inline(never)
-public func system_sendto(_ fd: CInt, _ bytes: UnsafeRawBufferPointer, _ address: UnsafePointer<sockaddr>, _ length: socklen_t)
+public func system_sendto(
+    _ fd: CInt, _ bytes: UnsafeRawBufferPointer, _ address: UnsafePointer<sockaddr>, _ length: socklen_t
+)
     throws(Errno) -> Int
 {
     try valueOrErrno { sendto(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL), address, length) }
@@ -199,7 +201,9 @@ public func system_fsetxattr(_ fd: CInt, _ name: String, _ value: [UInt8]) throw
 public func system_fgetxattr(_ fd: CInt, _ name: String, maxSize: Int = 256) throws(Errno) -> [UInt8]? {
     var value = [UInt8](repeating: 0, count: maxSize)
     do {
-        let size = try valueOrErrno { value.withUnsafeMutableBytes { inbox_fgetxattr(fd, name, $0.baseAddress, $0.count) } }
+        let size = try valueOrErrno {
+            value.withUnsafeMutableBytes { inbox_fgetxattr(fd, name, $0.baseAddress, $0.count) }
+        }
         return Array(value[..<size])
     } catch {
         if error == .noData { return nil }

@@ -20,10 +20,14 @@ extension ArrivalPipeline {
             }
             if arrived.contains(Identity(seen)) { return nil }
             // Replaced between the two looks: look again.
-            guard let file = try? SharedDescriptor(FileDescriptor(at: inboxFolder.rawValue, name, [.noFollow, .nonBlocking])) else {
+            guard
+                let file = try? SharedDescriptor(
+                    FileDescriptor(at: inboxFolder.rawValue, name, [.noFollow, .nonBlocking]))
+            else {
                 continue
             }
-            guard let status = try? file.descriptor.fileStatus(), status.isSameFile(as: seen), status.kind == .regular else {
+            guard let status = try? file.descriptor.fileStatus(), status.isSameFile(as: seen), status.kind == .regular
+            else {
                 continue
             }
             // A writer still has it open: its IN_CLOSE_WRITE will bring the name back.

@@ -138,7 +138,8 @@ final class ArrivalPipeline {
     }
 
     private func handledEvent(_ prepared: Prepared, _ outcome: HookOutcome) -> Event {
-        var event = Event(.handled, ["path": .path(inbox.loggedPath(.inbox, prepared.name)), "handler": .string("exec")])
+        var event = Event(
+            .handled, ["path": .path(inbox.loggedPath(.inbox, prepared.name)), "handler": .string("exec")])
         if let status = outcome.exitStatus { event.fields.append(("status", .int(Int64(status)))) }
         if let signal = outcome.signal { event.fields.append(("signal", .int(Int64(signal)))) }
         if outcome.timedOut { event.fields.append(("timed_out", .bool(true))) }
@@ -164,7 +165,10 @@ final class ArrivalPipeline {
             let reason = watcher.handler == nil && hooks == nil ? "on-arrival" : "handler"
             return Event(
                 .moved,
-                ["from": .path(from), "to": .path(inbox.loggedPath(.documents, moved)), "reason": .string(reason), "id": id])
+                [
+                    "from": .path(from), "to": .path(inbox.loggedPath(.documents, moved)), "reason": .string(reason),
+                    "id": id,
+                ])
         }
     }
 

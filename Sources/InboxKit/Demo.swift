@@ -34,7 +34,9 @@ public enum Demo {
             say("\(place.relativePath(appName: container.appName)):")
             for item in try container.list(place) {
                 let size = String(item.size)
-                say("  \(String(repeating: " ", count: max(0, 8 - size.count)))\(size)  \(item.modified.rfc3339)  \(item.name)")
+                say(
+                    "  \(String(repeating: " ", count: max(0, 8 - size.count)))\(size)  \(item.modified.rfc3339)  \(item.name)"
+                )
             }
             say("")
         }

@@ -7,7 +7,9 @@ enum HookPool {
     static func run(_ hooks: HookRunner, on batch: [ArrivalPipeline.Prepared], inboxPath: String, jobs: Int)
         -> [HookOutcome]
     {
-        let work = batch.map { (path: Array(inboxPath.utf8) + [0x2F] + $0.name.bytes, name: $0.name, fd: $0.file.rawValue) }
+        let work = batch.map {
+            (path: Array(inboxPath.utf8) + [0x2F] + $0.name.bytes, name: $0.name, fd: $0.file.rawValue)
+        }
         let next = Mutex(0)
         let results = Mutex([HookOutcome?](repeating: nil, count: work.count))
         let done = DispatchGroup()

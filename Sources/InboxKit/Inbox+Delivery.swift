@@ -144,7 +144,9 @@ extension Inbox {
             throw error.failure("sweep staging files in", container.path(.inbox))
         }
         try log.append(
-            swept.map { Event(.deleted, ["path": .path(loggedPath(.inbox, $0)), "reason": .string("abandoned staging")]) })
+            swept.map {
+                Event(.deleted, ["path": .path(loggedPath(.inbox, $0)), "reason": .string("abandoned staging")])
+            })
         return swept
     }
 }

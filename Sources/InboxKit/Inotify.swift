@@ -33,7 +33,9 @@ struct InotifyMask: OptionSet {
     /// `IN_DONT_FOLLOW`: never watch through a symbolic link.
     static let dontFollow = InotifyMask(rawValue: UInt32(IN_DONT_FOLLOW))
 
-    static let inbox: InotifyMask = [.closeWrite, .movedTo, .create, .deleteSelf, .moveSelf, .onlyDirectory, .dontFollow]
+    static let inbox: InotifyMask = [
+        .closeWrite, .movedTo, .create, .deleteSelf, .moveSelf, .onlyDirectory, .dontFollow,
+    ]
 }
 
 /// libinotifytools, which has one global, thread-unsafe instance: only the watcher's event thread uses this.
@@ -42,7 +44,8 @@ enum Inotify {
     static func initialize() throws(ContainerError) {
         guard inotifytools_initialize() != 0 else {
             let error = Errno(rawValue: inotifytools_error())
-            throw ContainerError(.failure, "cannot start inotify: \(error) (see /proc/sys/fs/inotify/max_user_instances)")
+            throw ContainerError(
+                .failure, "cannot start inotify: \(error) (see /proc/sys/fs/inotify/max_user_instances)")
         }
     }
 

@@ -92,7 +92,9 @@ public final class Watcher: Sendable {
             try thread.start()
             events = thread
         }
-        try inbox.log.append(Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(options.onArrival.rawValue)]), durable: true)
+        try inbox.log.append(
+            Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(options.onArrival.rawValue)]),
+            durable: true)
         SystemdNotify.send("READY=1")
         report("watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(options.onArrival.rawValue))")
         defer {

@@ -23,7 +23,8 @@ final class WatcherLock {
             let holder = (try? file.readToEnd()).map { String(decoding: $0, as: UTF8.self) } ?? ""
             let pid = holder.trimmingCharacters(in: .whitespacesAndNewlines)
             throw ContainerError(
-                .busy, "another watcher (pid \(pid.isEmpty ? "unknown" : pid)) holds '\(container.root)'; stop it first")
+                .busy, "another watcher (pid \(pid.isEmpty ? "unknown" : pid)) holds '\(container.root)'; stop it first"
+            )
         } catch {
             throw error.failure("lock", path)
         }

@@ -154,3 +154,55 @@ struct DemoCommand: Command {
 
     static func defaultContainerPath() throws(ContainerError) -> String { try Demo.freshFolder() }
 }
+
+struct WatchCommand: Command {
+    static let name = "watch"
+    static let abstract = "Watch the Inbox: seal, log and hand over each arrival (one watcher per container)."
+    static let usage = "watch [--on-arrival keep|move] [--exec CMD] [--hook-timeout SECONDS] [--jobs N] [--once]"
+    static let options = [
+        ("--on-arrival keep|move", "keep arrivals in the Inbox (default) or move each into Documents"),
+        (
+            "--exec CMD",
+            "run CMD (with sh -c) for each arrival: the file on stdin, INBOX_FILE, INBOX_NAME and INBOX_CONTAINER in its environment; it may print keep, move or delete"
+        ),
+        ("--hook-timeout SECONDS", "kill CMD after this long (default 60)"),
+        ("--jobs N", "run at most N commands at once (default 2)"),
+        ("--once", "handle what is in the Inbox, then exit"),
+    ]
+    static let spec = Arguments.Spec(flags: ["--once"], valued: ["--on-arrival", "--exec", "--hook-timeout", "--jobs"])
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        var options = WatchOptions()
+        if let value = arguments.string("--on-arrival") {
+            guard let disposition = Disposition(rawValue: value), disposition != .delete else {
+                throw ContainerError(.usage, "'--on-arrival' takes keep or move, not '\(value)'")
+            }
+            options.onArrival = disposition
+        }
+        options.exec = arguments.string("--exec")
+        if let seconds = try arguments.integer("--hook-timeout") { options.hookTimeout = .seconds(seconds) }
+        if let jobs = try arguments.integer("--jobs") {
+            guard jobs > 0 else { throw ContainerError(.usage, "'--jobs' needs at least 1") }
+            options.jobs = Int(jobs)
+        }
+        options.once = arguments.flags.contains("--once")
+        options.report = { Output.error("inbox: " + $0) }
+        let watcher = Watcher(inbox: try Inbox(containerPath: containerPath), options: options)
+        let signals = watcher.stopOnTerminationSignals()
+        try watcher.run()
+        withExtendedLifetime(signals) {}
+    }
+}
+
+struct StatusCommand: Command {
+    static let name = "status"
+    static let abstract = "Is a watcher running? Counts and sizes per place, overflows, last scan, inotify limits."
+    static let usage = "status [--json]"
+    static let options = [("--json", "print one JSON object")]
+    static let spec = Arguments.Spec(flags: ["--json"])
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        let status = try ContainerStatus.read(try Container.open(at: containerPath))
+        Output.line(arguments.flags.contains("--json") ? status.json : status.text)
+    }
+}

@@ -4,7 +4,8 @@ import Glibc
 // The command line: parse, call InboxKit, map every error to one line and an exit status (DESIGN §7).
 
 let commands: [any Command.Type] = [
-    InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, DemoCommand.self,
+    InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, WatchCommand.self,
+    StatusCommand.self, DemoCommand.self,
 ]
 
 let overview = """

@@ -1,0 +1,96 @@
+import AppContainer
+import Foundation
+
+/// What `inbox status` reports: the watcher, each place's contents, overflows, the last scan, and the
+/// inotify limits in force (read from /proc: libinotifytools' getter for the queue size is broken).
+public struct ContainerStatus: Sendable {
+    public struct PlaceUsage: Sendable {
+        public let place: Place
+        public let files: Int
+        public let bytes: Int64
+    }
+
+    public let root: String
+    public let watcherPID: Int32?
+    public let places: [PlaceUsage]
+    public let overflows: Int
+    public let lastScan: String?
+    public let inotifyLimits: [(name: String, value: Int?)]
+
+    public static func read(_ container: Container) throws(ContainerError) -> ContainerStatus {
+        let log = try EventLog(container: container)
+        let records = try log.records(kinds: [EventKind.overflow.rawValue, EventKind.rescan.rawValue])
+        let overflows = records.filter { $0.event == EventKind.overflow.rawValue }.count
+        let lastScan = records.last { $0.event == EventKind.rescan.rawValue }?.time
+        let places = Place.allCases.map { place in
+            let (files, bytes) = usage(
+                of: container.path(place), skipping: place == .documents ? "Inbox" : nil,
+                stopAt: place == .library ? ["Caches"] : [])
+            return PlaceUsage(place: place, files: files, bytes: bytes)
+        }
+        let limits = ["max_queued_events", "max_user_watches", "max_user_instances"].map { name in
+            (
+                name,
+                (try? String(contentsOfFile: "/proc/sys/fs/inotify/" + name, encoding: .utf8))
+                    .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            )
+        }
+        return ContainerStatus(
+            root: container.root, watcherPID: WatcherLock.holder(of: container), places: places,
+            overflows: overflows, lastScan: lastScan, inotifyLimits: limits)
+    }
+
+    /// Files and bytes below `path`, never following a symbolic link.
+    private static func usage(of path: String, skipping: String?, stopAt: Set<String>) -> (Int, Int64) {
+        guard let walker = FileManager.default.enumerator(atPath: path) else { return (0, 0) }
+        var files = 0
+        var bytes: Int64 = 0
+        while let relative = walker.nextObject() as? String {
+            if relative == skipping || stopAt.contains(relative) {
+                walker.skipDescendants()
+                continue
+            }
+            guard let status = try? fileStatus(in: currentDirectory, path + "/" + relative), status.kind == .regular
+            else { continue }
+            files += 1
+            bytes += status.size
+        }
+        return (files, bytes)
+    }
+
+    /// `{"watcher":{"running":…,"pid":…},"places":{…},"overflows":…,"last_scan":…,"inotify":{…}}`
+    public var json: String {
+        var object: [String: Any] = [
+            "watcher": ["running": watcherPID != nil, "pid": watcherPID.map { Int($0) } as Any? ?? NSNull()],
+            "container": root,
+            "overflows": overflows,
+            "last_scan": lastScan as Any? ?? NSNull(),
+        ]
+        var placesObject: [String: Any] = [:]
+        for usage in places { placesObject[usage.place.rawValue] = ["files": usage.files, "bytes": usage.bytes] }
+        object["places"] = placesObject
+        var limits: [String: Any] = [:]
+        for (name, value) in inotifyLimits { limits[name] = value as Any? ?? NSNull() }
+        object["inotify"] = limits
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// The report for a person.
+    public var text: String {
+        var lines = ["container  \(root)"]
+        lines.append("watcher    " + (watcherPID.map { "running (pid \($0))" } ?? "not running"))
+        for usage in places {
+            let name = usage.place.relativePath(appName: "App").replacingOccurrences(of: "App.app", with: "bundle")
+            lines.append(
+                "  \(name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(usage.files) files, \(usage.bytes) bytes"
+            )
+        }
+        lines.append("overflows  \(overflows)")
+        lines.append("last scan  \(lastScan ?? "never")")
+        lines.append(
+            "inotify    "
+                + inotifyLimits.map { "\($0.name)=\($0.value.map(String.init) ?? "?")" }.joined(separator: " "))
+        return lines.joined(separator: "\n")
+    }
+}
