@@ -157,7 +157,8 @@ import Testing
     @Test func openOfAFolderThatIsNoContainerFailsWithCannotCreate() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try FileManager.default.createDirectory(atPath: scratch.at("plain/Documents"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: scratch.at("plain/Documents"), withIntermediateDirectories: true)
 
         expectError(.cannotCreate) { try Container.open(at: scratch.at("plain")) }
         #expect(!exists(scratch.at("plain/Documents/Inbox")))
@@ -258,8 +259,10 @@ import Testing
 
     @Test func defaultPathIsInboxContainerThenXDGDataHomeThenHome() {
         #expect(Container.defaultPath(environment: ["INBOX_CONTAINER": "/c", "XDG_DATA_HOME": "/x"]) == "/c")
-        #expect(Container.defaultPath(environment: ["INBOX_CONTAINER": "", "XDG_DATA_HOME": "/x"]) == "/x/inbox/default")
+        #expect(
+            Container.defaultPath(environment: ["INBOX_CONTAINER": "", "XDG_DATA_HOME": "/x"]) == "/x/inbox/default")
         #expect(Container.defaultPath(environment: ["HOME": "/h"]) == "/h/.local/share/inbox/default")
-        #expect(Container.defaultPath(environment: ["XDG_DATA_HOME": "", "HOME": "/h"]) == "/h/.local/share/inbox/default")
+        #expect(
+            Container.defaultPath(environment: ["XDG_DATA_HOME": "", "HOME": "/h"]) == "/h/.local/share/inbox/default")
     }
 }

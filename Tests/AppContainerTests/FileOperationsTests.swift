@@ -278,7 +278,9 @@ import Testing
     }
 
     @Test func exitStatusesFollowSysexits() {
-        let codes: [ContainerError.Code] = [.failure, .usage, .badData, .noSuchItem, .cannotCreate, .ioError, .busy, .refused]
+        let codes: [ContainerError.Code] = [
+            .failure, .usage, .badData, .noSuchItem, .cannotCreate, .ioError, .busy, .refused,
+        ]
         #expect(codes.map(\.rawValue) == [1, 64, 65, 66, 73, 74, 75, 77])
     }
 

@@ -48,7 +48,8 @@ import Testing
         #expect(
             try container.components(ofUserPath: bytes(root + "//Documents/./Inbox//")) == names("Documents", "Inbox"))
         #expect(
-            try container.components(ofUserPath: bytes(root + "/Documents/a..b/..c")) == names("Documents", "a..b", "..c"))
+            try container.components(ofUserPath: bytes(root + "/Documents/a..b/..c"))
+                == names("Documents", "a..b", "..c"))
     }
 
     @Test func namesThatAreNotUTF8AreKeptExactly() throws {
@@ -78,9 +79,10 @@ import Testing
     @Test func pathsOutsideTheContainerAreRefused() throws {
         let (container, scratch) = try makeContainer()
         defer { scratch.remove() }
-        for outside in ["/etc/passwd", "/", scratch.path, scratch.path + "/other/Documents/Inbox/a.pdf",
-            container.root + "-sibling/Documents/Inbox/a.pdf", container.root + "x"]
-        {
+        for outside in [
+            "/etc/passwd", "/", scratch.path, scratch.path + "/other/Documents/Inbox/a.pdf",
+            container.root + "-sibling/Documents/Inbox/a.pdf", container.root + "x",
+        ] {
             let error = expectError(.refused) { try container.components(ofUserPath: bytes(outside)) }
             #expect(error?.message.contains("outside the container") == true, "\(outside)")
             #expect(error?.exitStatus == 77)
@@ -152,9 +154,10 @@ import Testing
         let (container, scratch) = try makeContainer()
         defer { scratch.remove() }
         let root = container.root
-        for path in [root + "/Documents/report.pdf", root + "/Documents/Inbox", root + "/Documents/Inbox/sub/a.pdf",
-            root + "/Library/Caches/a.pdf", root + "/Mail.app/Inbox/a.pdf", root, root + "/a.pdf"]
-        {
+        for path in [
+            root + "/Documents/report.pdf", root + "/Documents/Inbox", root + "/Documents/Inbox/sub/a.pdf",
+            root + "/Library/Caches/a.pdf", root + "/Mail.app/Inbox/a.pdf", root, root + "/a.pdf",
+        ] {
             let error = expectError(.refused) { try container.inboxItemName(forUserPath: bytes(path)) }
             #expect(error?.message.contains("not in the Inbox") == true, "\(path)")
         }

@@ -199,8 +199,12 @@ import Testing
         try FileManager.default.createDirectory(atPath: scratch.outside("folder"), withIntermediateDirectories: false)
         #expect(mkfifo(scratch.outside("fifo"), 0o644) == 0)
 
-        expectError(.noSuchItem) { try scratch.inbox.deliver(contentsOf: URL(fileURLWithPath: scratch.outside("folder"))) }
-        expectError(.noSuchItem) { try scratch.inbox.deliver(contentsOf: URL(fileURLWithPath: scratch.outside("fifo"))) }
+        expectError(.noSuchItem) {
+            try scratch.inbox.deliver(contentsOf: URL(fileURLWithPath: scratch.outside("folder")))
+        }
+        expectError(.noSuchItem) {
+            try scratch.inbox.deliver(contentsOf: URL(fileURLWithPath: scratch.outside("fifo")))
+        }
 
         #expect(try scratch.inboxEntries() == [])
     }

@@ -1,8 +1,9 @@
 import AppContainer
 import Foundation
 import Glibc
-@testable import InboxKit
 import Testing
+
+@testable import InboxKit
 
 /// A copying move that crashed part-way is finished or rolled back at the next start: never lost,
 /// never two copies (DESIGN §2). The crash is built by hand with the journal's own API: an intent
