@@ -247,10 +247,10 @@ import Testing
         let inboxPath = scratch.container.path(.inbox)
         let deliverers = 4
         let rounds = 20
-        let done = Shared(0)
-        let failures = Shared<[String]>([])
-        let observations = Shared(0)
-        let partial = Shared<[String]>([])
+        let done = Guarded(0)
+        let failures = Guarded<[String]>([])
+        let observations = Guarded(0)
+        let partial = Guarded<[String]>([])
 
         await onThreads(deliverers + 1) { index in
             if index == deliverers {

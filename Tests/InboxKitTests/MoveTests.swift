@@ -217,8 +217,8 @@ import Testing
     /// 16 movers, each with its own `Inbox` as separate processes would have, move one item at once.
     private func race(_ scratch: Scratch, _ item: FileName) async -> (moved: [String], errors: [ContainerError]) {
         let container = scratch.container
-        let moved = Shared<[String]>([])
-        let errors = Shared<[ContainerError]>([])
+        let moved = Guarded<[String]>([])
+        let errors = Guarded<[ContainerError]>([])
         await onThreads(16) { _ in
             do {
                 let inbox = try Inbox(container: container)

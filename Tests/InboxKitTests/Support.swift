@@ -98,7 +98,7 @@ func expectError<R: ~Copyable>(
 }
 
 /// A value shared between threads.
-final class Shared<Value: Sendable>: Sendable {
+final class Guarded<Value: Sendable>: Sendable {
     private let mutex: Mutex<Value>
 
     init(_ value: Value) { mutex = Mutex(value) }
