@@ -108,6 +108,10 @@ public struct Container: Sendable {
             } catch .tooManySymbolicLinks {
                 throw ContainerError(.refused, "'\(walked)' is a symbolic link, which is never followed")
             } catch {
+                // With O_DIRECTORY, Linux reports a symbolic link as ENOTDIR rather than ELOOP.
+                if error == .notDirectory, (try? fileStatus(in: folder.rawValue, component))?.kind == .symbolicLink {
+                    throw ContainerError(.refused, "'\(walked)' is a symbolic link, which is never followed")
+                }
                 throw error.failure("open", walked)
             }
         }

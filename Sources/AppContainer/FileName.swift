@@ -78,6 +78,8 @@ extension FileName {
         var end = Swift.max(limit, 0)
         // Step back over continuation bytes (10xxxxxx) so a character is never cut in half.
         while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }
-        return Array(bytes[..<(end > 0 ? end : limit)])
+        // Back at 0: the first character does not fit (keep nothing), or the bytes are not UTF-8 (cut at the limit).
+        if end == 0 && bytes[0] & 0xC0 == 0x80 { end = Swift.max(limit, 0) }
+        return Array(bytes[..<end])
     }
 }

@@ -44,7 +44,10 @@ extension Inbox {
     private func completedCopy(
         _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
     ) -> FileName? {
-        if let linked = intent.linked { return linked }
+        if let linked = intent.linked {
+            // Named in Documents, unless the undo of a failed move had removed it again when the process died.
+            return (try? fileStatus(in: documents.rawValue, linked))?.kind == .regular ? linked : nil
+        }
         guard let tried = intent.tried.last,
             let original = try? FileDescriptor(at: inboxFolder.rawValue, intent.claim, [.noFollow, .nonBlocking]),
             let copy = try? FileDescriptor(at: documents.rawValue, tried, [.noFollow, .nonBlocking]),

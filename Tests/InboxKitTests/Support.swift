@@ -1,0 +1,130 @@
+import AppContainer
+import Dispatch
+import Foundation
+import Glibc
+import InboxKit
+import Synchronization
+import Testing
+
+/// A throwaway container (and room beside it for files "outside" it); `remove()` deletes it all.
+struct Scratch {
+    /// The folder that holds the container and anything the test puts beside it.
+    let path: String
+    let inbox: Inbox
+
+    var container: Container { inbox.container }
+
+    init() throws {
+        path = FileManager.default.temporaryDirectory.path + "/inboxkit-tests-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        inbox = try Inbox(container: Container.create(at: path + "/c", appName: "Mail"))
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    /// A path beside the container, outside it.
+    func outside(_ relative: String) -> String { path + "/" + relative }
+
+    func inboxPath(_ name: String) -> String { container.path(.inbox) + "/" + name }
+
+    func documentsPath(_ name: String) -> String { container.path(.documents) + "/" + name }
+
+    /// Every name in the Inbox folder, staging names included.
+    func inboxEntries() throws -> [String] {
+        try FileDescriptor(container.path(.inbox), [.directory]).entries().map(\.string).sorted()
+    }
+
+    /// Every name in Documents but the Inbox folder.
+    func documentsEntries() throws -> [String] {
+        try FileDescriptor(container.path(.documents), [.directory]).entries().map(\.string).filter { $0 != "Inbox" }
+            .sorted()
+    }
+
+    /// The intent records left in the move journal.
+    func journalEntries() throws -> [String] {
+        let journal = container.stateDirectory + "/journal"
+        guard exists(journal) else { return [] }
+        return try FileDescriptor(journal, [.directory]).entries().map(\.string).sorted()
+    }
+}
+
+/// The status of `path`, never following a symbolic link.
+func status(_ path: String) throws -> FileStatus {
+    try fileStatus(in: currentDirectory, path)
+}
+
+/// Whether anything (a link included) is at `path`.
+func exists(_ path: String) -> Bool {
+    (try? fileStatus(in: currentDirectory, path)) != nil
+}
+
+/// Creates a file at `path` holding `bytes`.
+func makeFile(_ path: some CStringConvertible, _ bytes: [UInt8] = [], mode: mode_t = 0o644) throws {
+    let file = try FileDescriptor(path, [.writeOnly, .create, .exclusive], mode: mode)
+    try file.writeAll(bytes)
+    try system_fchmod(file.rawValue, mode)
+}
+
+/// The whole contents of the file at `path`.
+func readFile(_ path: some CStringConvertible) throws -> [UInt8] {
+    try FileDescriptor(path, [.noFollow]).readToEnd()
+}
+
+func name(_ string: String, sourceLocation: SourceLocation = #_sourceLocation) throws -> FileName {
+    try #require(FileName(string), sourceLocation: sourceLocation)
+}
+
+/// Bytes that differ from offset to offset, so a misplaced or repeated block shows.
+func pattern(_ count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
+    var state = seed | 1
+    return (0..<count).map { _ in
+        state ^= state << 13
+        state ^= state >> 7
+        state ^= state << 17
+        return UInt8(truncatingIfNeeded: state)
+    }
+}
+
+/// Expects `body` to throw a `ContainerError` with `code`, and returns it.
+@discardableResult
+func expectError<R: ~Copyable>(
+    _ code: ContainerError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> R
+) -> ContainerError? {
+    let error = #expect(throws: ContainerError.self, sourceLocation: sourceLocation) { _ = try body() }
+    #expect(error?.code == code, "\(error?.message ?? "no error")", sourceLocation: sourceLocation)
+    return error
+}
+
+/// A value shared between threads.
+final class Guarded<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+
+    init(_ value: Value) { mutex = Mutex(value) }
+
+    func update<R: Sendable>(_ body: @Sendable (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+
+    var value: Value { mutex.withLock { $0 } }
+}
+
+/// Runs `body(0)`, …, `body(count - 1)` each on its own thread, all let go at the same moment,
+/// and returns when every one has finished. Threads, not tasks: the calls block in system calls.
+func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
+    let gate = DispatchSemaphore(value: 0)
+    let finished = DispatchGroup()
+    for index in 0..<count {
+        finished.enter()
+        let thread = Thread {
+            gate.wait()
+            body(index)
+            finished.leave()
+        }
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+    for _ in 0..<count { gate.signal() }
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        finished.notify(queue: .global()) { continuation.resume() }
+    }
+}
