@@ -29,11 +29,9 @@ public struct Container: Sendable {
                 .cannotCreate, "no container at '\(path)': run 'inbox init' to create one", cause: error)
         }
         let container = Container(root: root, appName: try findAppName(root: root) ?? "App")
-        for place in [Place.inbox, .applicationSupport] {
-            let status = try? fileStatus(in: currentDirectory, container.path(place))
-            guard status?.kind == .directory else {
-                throw ContainerError(.cannotCreate, "'\(path)' is not a container: run 'inbox init' to create one")
-            }
+        // The service's state folder marks a container; a missing Inbox is recreated by the watcher.
+        guard (try? fileStatus(in: currentDirectory, container.stateDirectory))?.kind == .directory else {
+            throw ContainerError(.cannotCreate, "'\(path)' is not a container: run 'inbox init' to create one")
         }
         return container
     }

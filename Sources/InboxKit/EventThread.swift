@@ -16,6 +16,8 @@ final class EventThread: Sendable {
     private struct State {
         var stopping = false
         var startError: ContainerError?
+        /// The watch on Documents, where the Inbox folder itself is deleted or moved.
+        var parentWatch: CInt = -1
     }
 
     init(inboxPath: String, queue: WatchQueue) {
@@ -66,6 +68,8 @@ final class EventThread: Sendable {
             guard let event else { continue }
             if event.isOverflow {
                 queue.requestRescan("overflow", overflow: true)
+            } else if event.watch == state.withLock({ $0.parentWatch }) {
+                if event.name == Array("Inbox".utf8) { restart(reason: "inbox replaced") }
             } else if event.watchEnded {
                 restart(reason: "inbox replaced")
             } else if let name = FileName(bytes: event.name), !name.isHidden {
@@ -90,10 +94,17 @@ final class EventThread: Sendable {
         }
     }
 
-    /// Watches the Inbox folder, creating it first when it is missing.
+    /// Watches the Inbox folder, creating it first when it is missing, and its parent.
     private func watchInbox() throws(ContainerError) {
+        let parent = String(inboxPath[..<(inboxPath.lastIndex(of: "/") ?? inboxPath.endIndex)])
         do {
-            try Inotify.watch(inboxPath, .inbox)
+            let parentWatch = try Inotify.watch(parent, .inboxParent)
+            state.withLock { $0.parentWatch = parentWatch }
+        } catch {
+            throw error.failure("watch", parent)
+        }
+        do {
+            _ = try Inotify.watch(inboxPath, .inbox)
         } catch .noSuchFile {
             do {
                 try system_mkdirat(currentDirectory, inboxPath, mode: 0o755)
@@ -101,7 +112,7 @@ final class EventThread: Sendable {
             } catch {
                 throw error.failure("recreate the Inbox", inboxPath)
             }
-            do { try Inotify.watch(inboxPath, .inbox) } catch { throw error.failure("watch", inboxPath) }
+            do { _ = try Inotify.watch(inboxPath, .inbox) } catch { throw error.failure("watch", inboxPath) }
         } catch {
             throw error.failure("watch", inboxPath)
         }

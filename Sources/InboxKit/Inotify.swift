@@ -33,9 +33,17 @@ struct InotifyMask: OptionSet {
     /// `IN_DONT_FOLLOW`: never watch through a symbolic link.
     static let dontFollow = InotifyMask(rawValue: UInt32(IN_DONT_FOLLOW))
 
+    /// `IN_DELETE`
+    static let delete = InotifyMask(rawValue: UInt32(IN_DELETE))
+    /// `IN_MOVED_FROM`
+    static let movedFrom = InotifyMask(rawValue: UInt32(IN_MOVED_FROM))
+
     static let inbox: InotifyMask = [
         .closeWrite, .movedTo, .create, .deleteSelf, .moveSelf, .onlyDirectory, .dontFollow,
     ]
+    /// On Documents, to see the Inbox folder itself go or come: `IN_DELETE_SELF` waits until nobody
+    /// has the deleted folder open, which the watcher does while it works.
+    static let inboxParent: InotifyMask = [.delete, .movedFrom, .create, .onlyDirectory, .dontFollow]
 }
 
 /// libinotifytools, which has one global, thread-unsafe instance: only the watcher's event thread uses this.
@@ -54,10 +62,14 @@ enum Inotify {
         inotifytools_cleanup()
     }
 
-    static func watch(_ path: String, _ mask: InotifyMask) throws(Errno) {
+    /// Watches `path`; returns the watch descriptor.
+    static func watch(_ path: String, _ mask: InotifyMask) throws(Errno) -> CInt {
         guard inotifytools_watch_file(path, Int32(bitPattern: mask.rawValue)) != 0 else {
             throw Errno(rawValue: inotifytools_error())
         }
+        // The library keeps folder names with a trailing slash.
+        let watch = inotifytools_wd_from_filename(path.hasSuffix("/") ? path : path + "/")
+        return watch > 0 ? watch : inotifytools_wd_from_filename(path)
     }
 
     /// The next event, or nil after `seconds` without one. EINTR is retried.

@@ -1,5 +1,6 @@
 import AppContainer
 import Foundation
+import Synchronization
 
 /// How the watcher treats arrivals.
 public struct WatchOptions: Sendable {
@@ -40,6 +41,8 @@ public protocol ArrivalHandler: Sendable {
 public final class Watcher: Sendable {
     public let inbox: Inbox
     public let options: WatchOptions
+    /// Whether a watcher of this process holds libinotifytools, which has one global instance.
+    private static let inotifyInUse = Mutex(false)
     let handler: (any ArrivalHandler)?
     let queue = WatchQueue()
     private let stream: AsyncStream<Arrival>
@@ -81,6 +84,10 @@ public final class Watcher: Sendable {
     /// Runs until `stop()` (or, with `once`, until the Inbox has been handled). Only one watcher runs per
     /// container: a second fails with exit status 75.
     public func run() throws(ContainerError) {
+        guard Watcher.inotifyInUse.withLock({ inUse in defer { inUse = true }; return !inUse }) else {
+            throw ContainerError(.busy, "a watcher already runs in this process: libinotifytools has one global instance")
+        }
+        defer { Watcher.inotifyInUse.withLock { $0 = false } }
         let lock = try WatcherLock(container: inbox.container)
         defer { withExtendedLifetime(lock) {} }
         inbox.recoverInterruptedMoves()

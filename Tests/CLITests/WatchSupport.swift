@@ -1,0 +1,77 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Waits for `condition` to hold, checking every 20 ms, until `timeout` passes; returns whether it held.
+func waitUntil(timeout: TimeInterval = 60, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(20_000)
+    }
+    return try condition()
+}
+
+/// The records of a container's event log, read straight from its files (rotated ones first).
+func logRecords(_ container: String, event: String? = nil) -> [[String: Any]] {
+    let folder = container + "/Library/Application Support/inbox"
+    let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
+        .filter { $0.hasPrefix("events.") && $0.hasSuffix(".jsonl") && $0 != "events.jsonl" }.sorted() + ["events.jsonl"]
+    var records: [[String: Any]] = []
+    for name in names {
+        guard let data = FileManager.default.contents(atPath: folder + "/" + name) else { continue }
+        for line in data.split(separator: 0x0A) {
+            guard let record = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { continue }
+            if event == nil || record["event"] as? String == event { records.append(record) }
+        }
+    }
+    return records
+}
+
+/// A running `inbox watch`, stopped with SIGTERM when the test is done with it.
+final class RunningWatcher {
+    let child: InboxProcess.Child
+    let container: String
+
+    /// Starts `inbox watch ARGS…` and waits until its `watch-started` record is logged.
+    init(_ container: String, _ arguments: [String] = [], environment: [String: String] = [:]) throws {
+        self.container = container
+        let before = logRecords(container, event: "watch-started").count
+        child = try InboxProcess.start(
+            (["--container", container, "watch"] + arguments).map { Array($0.utf8) }, environment: environment)
+        let started = waitUntil(timeout: 30) { logRecords(container, event: "watch-started").count > before }
+        #expect(started, "the watcher logged watch-started")
+    }
+
+    /// SIGTERM, then the exit status and what it printed.
+    func stop() throws -> InboxProcess.Result {
+        kill(child.pid, SIGTERM)
+        return try child.finish()
+    }
+
+    func kill9() {
+        kill(child.pid, SIGKILL)
+        _ = try? child.finish()
+    }
+}
+
+/// Creates `count` small files named `prefix<i>.txt` in `folder`, written with plain open/write/close.
+func writeFiles(_ count: Int, in folder: String, prefix: String) throws {
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    for index in 0..<count {
+        let fd = open(folder + "/\(prefix)\(index).txt", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        let text = Array("\(prefix) number \(index)\n".utf8)
+        _ = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+    }
+}
+
+/// Renames every file of `source` into `target` (the same filesystem), as a mail importer's `mv` would.
+func renameAll(from source: String, into target: String) throws {
+    for name in try FileManager.default.contentsOfDirectory(atPath: source) {
+        guard rename(source + "/" + name, target + "/" + name) == 0 else {
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+    }
+}
