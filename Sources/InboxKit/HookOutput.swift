@@ -91,17 +91,18 @@ private struct Tail {
     private var cut = false
 
     mutating func append(_ chunk: UnsafeRawBufferPointer) {
+        if chunk.count > Self.limit { cut = true }
         bytes.append(contentsOf: chunk.suffix(Self.limit))
-        if bytes.count > 2 * Self.limit || chunk.count > Self.limit {
-            cut = cut || bytes.count > Self.limit || chunk.count > Self.limit
-            bytes.removeFirst(max(0, bytes.count - Self.limit))
+        if bytes.count > 2 * Self.limit {
+            bytes.removeFirst(bytes.count - Self.limit)
+            cut = true
         }
     }
 
     /// The tail as text; a character cut in half at its start is dropped rather than shown as U+FFFD.
     var text: String {
         var start = max(0, bytes.count - Self.limit)
-        if cut || start > 0 {
+        if cut || start > 0 {  // the text starts mid-stream
             let end = min(start + 3, bytes.count)
             while start < end && bytes[start] & 0xC0 == 0x80 { start += 1 }
         }

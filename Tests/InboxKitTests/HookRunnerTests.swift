@@ -142,6 +142,7 @@ import Testing
             #"echo new > "$INBOX_CONTAINER/Documents/Inbox/new.txt""#, #"echo new > "$INBOX_CONTAINER/new.txt""#,
             #"mkdir "$INBOX_CONTAINER/Library/new""#, #"mv "$INBOX_FILE" "$INBOX_CONTAINER/Documents/""#,
             #"ln "$INBOX_FILE" "$OUT/link""#, #"touch -d 2001-01-01 "$INBOX_FILE""#, #"truncate -s 0 "$INBOX_FILE""#,
+            #"echo x >> /proc/self/fd/0"#, #"chattr +i "$INBOX_FILE""#,
         ])
     func aLandlockedHookCannotChangeTheContainer(attack: String) throws {
         let fixture = try HookFixture()
