@@ -12,6 +12,9 @@ import Glibc
 ///
 /// Landlock does not cover chmod, chown, utimes, extended attributes or inode flags, so a seccomp filter
 /// makes those fail with EPERM, everywhere: it cannot tell a path inside the container from one outside.
+/// It also refuses every system call of another ABI (32-bit or x32 programs), whose numbers differ.
+///
+/// Rules follow paths: a bind mount that shows the container somewhere else leaves it writable there.
 ///
 /// Both confine only the thread that asks (no TSYNC), and a thread's confinement passes to the processes
 /// it spawns: the runner confines a short-lived thread of its own, which spawns the hook and ends.
@@ -29,28 +32,25 @@ enum Landlock {
 
     static var isAvailable: Bool { abiVersion >= 1 }
 
-    /// The rights that change the file system, as far as this ABI version knows them.
-    static var writeRights: UInt64 {
-        var rights =
-            inbox_LANDLOCK_ACCESS_FS_WRITE_FILE | inbox_LANDLOCK_ACCESS_FS_REMOVE_DIR
-            | inbox_LANDLOCK_ACCESS_FS_REMOVE_FILE | inbox_LANDLOCK_ACCESS_FS_MAKE_CHAR
-            | inbox_LANDLOCK_ACCESS_FS_MAKE_DIR | inbox_LANDLOCK_ACCESS_FS_MAKE_REG
-            | inbox_LANDLOCK_ACCESS_FS_MAKE_SOCK | inbox_LANDLOCK_ACCESS_FS_MAKE_FIFO
-            | inbox_LANDLOCK_ACCESS_FS_MAKE_BLOCK | inbox_LANDLOCK_ACCESS_FS_MAKE_SYM
-        if abiVersion >= 2 { rights |= inbox_LANDLOCK_ACCESS_FS_REFER }
-        if abiVersion >= 3 { rights |= inbox_LANDLOCK_ACCESS_FS_TRUNCATE }
+    /// The rights that change the file system, as far as this ABI version knows them. Reading and
+    /// executing are not handled, so Landlock allows them everywhere.
+    static var writeRights: Access {
+        var rights: Access = [
+            .writeFile, .removeDirectory, .removeFile, .makeCharacterDevice, .makeDirectory, .makeRegular,
+            .makeSocket, .makeFIFO, .makeBlockDevice, .makeSymbolicLink,
+        ]
+        if abiVersion >= 2 { rights.insert(.refer) }
+        if abiVersion >= 3 { rights.insert(.truncate) }
         return rights
     }
 
     /// The rights that a rule on a file that is not a folder may hold.
-    private static var fileRights: UInt64 {
-        writeRights & (inbox_LANDLOCK_ACCESS_FS_WRITE_FILE | inbox_LANDLOCK_ACCESS_FS_TRUNCATE)
-    }
+    private static var fileRights: Access { writeRights.intersection([.writeFile, .truncate]) }
 
     /// A ruleset that allows writing beneath everything but `root`, an absolute path without symbolic links
     /// (as `realpath` gives it).
     static func ruleset(sparing root: [UInt8]) throws(Errno) -> FileDescriptor {
-        let ruleset = FileDescriptor(owning: try system_landlock_create_ruleset(handledAccess: writeRights))
+        let ruleset = FileDescriptor(owning: try system_landlock_create_ruleset(handledAccess: writeRights.rawValue))
         var folder = try FileDescriptor("/", [.pathOnly, .directory])
         for component in root.split(separator: 0x2F) {
             guard let next = FileName(bytes: component), !next.isDotOrDotDot else { throw .invalidArgument }
@@ -79,13 +79,13 @@ enum Landlock {
             } catch .noSuchFile {
                 continue  // gone since the listing
             }
-            let rights: UInt64
+            let rights: Access
             switch try child.fileStatus().kind {
             case .symbolicLink: continue
             case .directory: rights = writeRights
             default: rights = fileRights
             }
-            try system_landlock_add_rule(ruleset.rawValue, beneath: child.rawValue, access: rights)
+            try system_landlock_add_rule(ruleset.rawValue, beneath: child.rawValue, access: rights.rawValue)
         }
     }
 
@@ -95,5 +95,37 @@ enum Landlock {
         try system_prctl_set_no_new_privs()
         try system_landlock_restrict_self(ruleset)
         try system_seccomp_deny_metadata_changes()
+    }
+}
+
+extension Landlock {
+    /// Landlock's file-system access rights.
+    struct Access: OptionSet {
+        let rawValue: UInt64
+
+        /// `LANDLOCK_ACCESS_FS_WRITE_FILE`
+        static let writeFile = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_WRITE_FILE)
+        /// `LANDLOCK_ACCESS_FS_REMOVE_DIR`
+        static let removeDirectory = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_REMOVE_DIR)
+        /// `LANDLOCK_ACCESS_FS_REMOVE_FILE`
+        static let removeFile = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_REMOVE_FILE)
+        /// `LANDLOCK_ACCESS_FS_MAKE_CHAR`
+        static let makeCharacterDevice = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_MAKE_CHAR)
+        /// `LANDLOCK_ACCESS_FS_MAKE_DIR`
+        static let makeDirectory = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_MAKE_DIR)
+        /// `LANDLOCK_ACCESS_FS_MAKE_REG`
+        static let makeRegular = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_MAKE_REG)
+        /// `LANDLOCK_ACCESS_FS_MAKE_SOCK`
+        static let makeSocket = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_MAKE_SOCK)
+        /// `LANDLOCK_ACCESS_FS_MAKE_FIFO`
+        static let makeFIFO = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_MAKE_FIFO)
+        /// `LANDLOCK_ACCESS_FS_MAKE_BLOCK`
+        static let makeBlockDevice = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_MAKE_BLOCK)
+        /// `LANDLOCK_ACCESS_FS_MAKE_SYM`
+        static let makeSymbolicLink = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_MAKE_SYM)
+        /// `LANDLOCK_ACCESS_FS_REFER` (ABI 2): link or rename into another folder.
+        static let refer = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_REFER)
+        /// `LANDLOCK_ACCESS_FS_TRUNCATE` (ABI 3)
+        static let truncate = Access(rawValue: inbox_LANDLOCK_ACCESS_FS_TRUNCATE)
     }
 }
