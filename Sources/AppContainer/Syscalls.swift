@@ -222,3 +222,125 @@ public func system_isOpenForWriting(_ fd: CInt) -> Bool? {
         return error == .wouldBlock ? true : nil
     }
 }
+
+/// `fcntl(F_DUPFD_CLOEXEC, minimum)`: a close-on-exec copy numbered `minimum` or above.
+@inline(never)
+public func system_dup(_ fd: CInt, atLeast minimum: CInt) throws(Errno) -> CInt {
+    try valueOrErrno { fcntl(fd, F_DUPFD_CLOEXEC, minimum) }
+}
+
+/// `fcntl(F_GETFL)`: the access mode and status flags of an open file.
+@inline(never)
+public func system_fcntl_getfl(_ fd: CInt) throws(Errno) -> CInt {
+    try valueOrErrno { fcntl(fd, F_GETFL) }
+}
+
+/// `pipe2(O_CLOEXEC)`.
+@inline(never)
+public func system_pipe() throws(Errno) -> (read: CInt, write: CInt) {
+    var fds: [CInt] = [-1, -1]
+    _ = try valueOrErrno { inbox_pipe2(&fds, O_CLOEXEC) }
+    return (fds[0], fds[1])
+}
+
+/// Waits up to `timeout` milliseconds (-1: for ever) for the descriptors' events; how many have some.
+@inline(never)
+public func system_poll(_ fds: inout [pollfd], timeout: CInt) throws(Errno) -> Int {
+    let count = nfds_t(fds.count)
+    return Int(try valueOrErrno { poll(&fds, count, timeout) })
+}
+
+/// `posix_spawn`, which returns its error rather than setting errno; never EINTR.
+@inline(never)
+public func system_posix_spawn(
+    _ path: UnsafePointer<CChar>, _ actions: UnsafePointer<posix_spawn_file_actions_t>,
+    _ attributes: UnsafePointer<posix_spawnattr_t>, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>,
+    _ envp: UnsafePointer<UnsafeMutablePointer<CChar>?>
+) throws(Errno) -> pid_t {
+    var pid: pid_t = 0
+    let result = posix_spawn(&pid, path, actions, attributes, argv, envp)
+    guard result == 0 else { throw Errno(rawValue: result) }
+    return pid
+}
+
+/// `waitpid(pid, &status, 0)`: reaps the child and returns its raw wait status.
+@inline(never)
+public func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
+    var status: CInt = 0
+    _ = try valueOrErrno { waitpid(pid, &status, 0) }
+    return status
+}
+
+/// `kill`; a negative `pid` names a process group.
+@inline(never)
+public func system_kill(_ pid: pid_t, _ signal: CInt) throws(Errno) {
+    _ = try valueOrErrno { kill(pid, signal) }
+}
+
+/// `pidfd_open(pid, 0)`: a close-on-exec descriptor that polls readable once the process has exited.
+@inline(never)
+public func system_pidfd_open(_ pid: pid_t) throws(Errno) -> CInt {
+    try valueOrErrno { inbox_pidfd_open(pid) }
+}
+
+/// `pthread_create` with default attributes; it returns its error rather than setting errno.
+@inline(never)
+public func system_pthread_create(
+    _ start: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?, _ argument: UnsafeMutableRawPointer?
+) throws(Errno) -> pthread_t {
+    var thread = pthread_t()
+    let result = pthread_create(&thread, nil, start, argument)
+    guard result == 0 else { throw Errno(rawValue: result) }
+    return thread
+}
+
+/// `pthread_join`, discarding the thread's result; fails only for a thread that cannot be joined.
+@inline(never)
+public func system_pthread_join(_ thread: pthread_t) throws(Errno) {
+    let result = pthread_join(thread, nil)
+    guard result == 0 else { throw Errno(rawValue: result) }
+}
+
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)`, for the calling thread: required before Landlock or seccomp without
+/// CAP_SYS_ADMIN, and kept by everything it starts (set-user-ID bits stop working).
+@inline(never)
+public func system_prctl_set_no_new_privs() throws(Errno) {
+    _ = try valueOrErrno { inbox_set_no_new_privs() }
+}
+
+/// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`: the kernel's Landlock ABI version.
+@inline(never)
+public func system_landlock_abi_version() throws(Errno) -> CInt {
+    try valueOrErrno { inbox_landlock_abi_version() }
+}
+
+/// `landlock_create_ruleset` handling the file-system rights `handledAccess` (`LANDLOCK_ACCESS_FS_*`).
+@inline(never)
+public func system_landlock_create_ruleset(handledAccess: UInt64) throws(Errno) -> CInt {
+    try valueOrErrno { inbox_landlock_create_ruleset(handledAccess) }
+}
+
+/// `landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)`: allows `access` beneath the file or folder `parent`.
+@inline(never)
+public func system_landlock_add_rule(_ ruleset: CInt, beneath parent: CInt, access: UInt64) throws(Errno) {
+    _ = try valueOrErrno { inbox_landlock_add_path_rule(ruleset, parent, access) }
+}
+
+/// `landlock_restrict_self`: confines the calling thread only (no TSYNC), and what it starts from now on.
+@inline(never)
+public func system_landlock_restrict_self(_ ruleset: CInt) throws(Errno) {
+    _ = try valueOrErrno { inbox_landlock_restrict_self(ruleset) }
+}
+
+/// `seccomp(SECCOMP_GET_ACTION_AVAIL, SECCOMP_RET_ERRNO)`: succeeds where seccomp filters work.
+@inline(never)
+public func system_seccomp_filter_available() throws(Errno) {
+    _ = try valueOrErrno { inbox_seccomp_filter_available() }
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER)` with the shim's filter, on the calling thread only: chmod, chown,
+/// utimes, xattr changes and inode-flag ioctls fail with EPERM from then on.
+@inline(never)
+public func system_seccomp_deny_metadata_changes() throws(Errno) {
+    _ = try valueOrErrno { inbox_seccomp_deny_metadata_changes() }
+}

@@ -1,7 +1,15 @@
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/landlock.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <sys/xattr.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include "CLinux.h"
 
@@ -32,3 +40,154 @@ const unsigned int inbox_RENAME_EXCHANGE = RENAME_EXCHANGE;
 const int inbox_O_TMPFILE = O_TMPFILE;
 const int inbox_O_PATH = O_PATH;
 const int inbox_AT_EMPTY_PATH = AT_EMPTY_PATH;
+
+// MARK: - Spawning
+
+int inbox_posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}
+
+int inbox_pipe2(int fds[2], int flags) {
+    return pipe2(fds, flags);
+}
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+int inbox_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int inbox_set_no_new_privs(void) {
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
+// MARK: - Landlock
+
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#define SYS_landlock_add_rule 445
+#define SYS_landlock_restrict_self 446
+#endif
+
+int inbox_landlock_abi_version(void) {
+    return (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+}
+
+int inbox_landlock_create_ruleset(uint64_t handled_access_fs) {
+    struct landlock_ruleset_attr attr = {.handled_access_fs = handled_access_fs};
+    return (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+}
+
+int inbox_landlock_add_path_rule(int ruleset_fd, int parent_fd, uint64_t allowed_access) {
+    struct landlock_path_beneath_attr rule = {.allowed_access = allowed_access, .parent_fd = parent_fd};
+    return (int)syscall(SYS_landlock_add_rule, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+}
+
+int inbox_landlock_restrict_self(int ruleset_fd) {
+    return (int)syscall(SYS_landlock_restrict_self, ruleset_fd, 0);
+}
+
+const uint64_t inbox_LANDLOCK_ACCESS_FS_WRITE_FILE = LANDLOCK_ACCESS_FS_WRITE_FILE;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_REMOVE_DIR = LANDLOCK_ACCESS_FS_REMOVE_DIR;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_REMOVE_FILE = LANDLOCK_ACCESS_FS_REMOVE_FILE;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_CHAR = LANDLOCK_ACCESS_FS_MAKE_CHAR;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_DIR = LANDLOCK_ACCESS_FS_MAKE_DIR;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_REG = LANDLOCK_ACCESS_FS_MAKE_REG;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_SOCK = LANDLOCK_ACCESS_FS_MAKE_SOCK;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_FIFO = LANDLOCK_ACCESS_FS_MAKE_FIFO;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_BLOCK = LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_SYM = LANDLOCK_ACCESS_FS_MAKE_SYM;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_REFER = LANDLOCK_ACCESS_FS_REFER;
+const uint64_t inbox_LANDLOCK_ACCESS_FS_TRUNCATE = LANDLOCK_ACCESS_FS_TRUNCATE;
+
+// MARK: - seccomp: Landlock does not cover chmod, chown, utimes, xattrs or inode flags
+
+#if defined(__x86_64__)
+#define INBOX_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define INBOX_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+// System calls newer than Debian 12's headers; these numbers are the same on every architecture.
+#ifndef __NR_fchmodat2
+#define __NR_fchmodat2 452
+#endif
+#ifndef __NR_setxattrat
+#define __NR_setxattrat 463
+#endif
+#ifndef __NR_removexattrat
+#define __NR_removexattrat 466
+#endif
+
+// ioctl request numbers (the kernel reads them as 32 bits): FS_IOC_SETFLAGS, FS_IOC32_SETFLAGS, FS_IOC_FSSETXATTR.
+#define INBOX_FS_IOC_SETFLAGS 0x40086602u
+#define INBOX_FS_IOC32_SETFLAGS 0x40046602u
+#define INBOX_FS_IOC_FSSETXATTR 0x401c5820u
+
+#define INBOX_RET_EPERM BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA))
+#define INBOX_DENY(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), INBOX_RET_EPERM
+
+int inbox_seccomp_filter_available(void) {
+#ifdef INBOX_AUDIT_ARCH
+    uint32_t action = SECCOMP_RET_ERRNO;
+    return (int)syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+int inbox_seccomp_deny_metadata_changes(void) {
+#ifdef INBOX_AUDIT_ARCH
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, INBOX_AUDIT_ARCH, 1, 0),
+        INBOX_RET_EPERM,
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+#ifdef __x86_64__
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1),  // x32
+        INBOX_RET_EPERM,
+        INBOX_DENY(__NR_chmod),
+        INBOX_DENY(__NR_chown),
+        INBOX_DENY(__NR_lchown),
+        INBOX_DENY(__NR_utime),
+        INBOX_DENY(__NR_utimes),
+        INBOX_DENY(__NR_futimesat),
+#endif
+        INBOX_DENY(__NR_fchmod),
+        INBOX_DENY(__NR_fchmodat),
+        INBOX_DENY(__NR_fchmodat2),
+        INBOX_DENY(__NR_fchown),
+        INBOX_DENY(__NR_fchownat),
+        INBOX_DENY(__NR_utimensat),
+        INBOX_DENY(__NR_setxattr),
+        INBOX_DENY(__NR_lsetxattr),
+        INBOX_DENY(__NR_fsetxattr),
+        INBOX_DENY(__NR_setxattrat),
+        INBOX_DENY(__NR_removexattr),
+        INBOX_DENY(__NR_lremovexattr),
+        INBOX_DENY(__NR_fremovexattr),
+        INBOX_DENY(__NR_removexattrat),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 5),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),  // low half (little-endian)
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, INBOX_FS_IOC_SETFLAGS, 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, INBOX_FS_IOC32_SETFLAGS, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, INBOX_FS_IOC_FSSETXATTR, 0, 1),
+        INBOX_RET_EPERM,
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog program = {.len = (unsigned short)(sizeof filter / sizeof filter[0]), .filter = filter};
+    return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}

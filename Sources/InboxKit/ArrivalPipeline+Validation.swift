@@ -71,8 +71,13 @@ extension ArrivalPipeline {
             try? system_unlinkat(inboxFolder.rawValue, staging)
             throw error.failure("make a private copy of", inbox.itemPath(name))
         }
-        guard let copy, let copied = try? copy.descriptor.fileStatus() else { return nil }
-        return try seal(name, file: copy, status: copied)
+        // Handlers get the item opened read-only, as every other arrival.
+        guard let copy, let copied = try? copy.descriptor.fileStatus(),
+            let reopened = try? SharedDescriptor(
+                FileDescriptor(at: inboxFolder.rawValue, name, [.noFollow, .nonBlocking])),
+            (try? reopened.descriptor.fileStatus())?.isSameFile(as: copied) == true
+        else { return nil }
+        return try seal(name, file: reopened, status: copied)
     }
 
     /// Copies the file into an unnamed file, names it `staging`, and exchanges it with `name`; nil when

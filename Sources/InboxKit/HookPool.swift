@@ -30,8 +30,6 @@ enum HookPool {
             }
         }
         done.wait()
-        return results.withLock { $0 }.map {
-            $0 ?? HookOutcome(exitStatus: nil, signal: nil, timedOut: false, disposition: nil, stderrTail: "not run")
-        }
+        return results.withLock { $0 }.compactMap { $0 }  // every index was filled once
     }
 }

@@ -1,6 +1,8 @@
 #ifndef INBOX_CLINUX_H
 #define INBOX_CLINUX_H
 
+#include <spawn.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /// Linux calls and constants that Glibc hides from Swift behind _GNU_SOURCE.
@@ -19,5 +21,47 @@ extern const unsigned int inbox_RENAME_EXCHANGE;
 extern const int inbox_O_TMPFILE;
 extern const int inbox_O_PATH;
 extern const int inbox_AT_EMPTY_PATH;
+
+/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34): the child closes every descriptor >= from.
+int inbox_posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+
+/// pipe2(2).
+int inbox_pipe2(int fds[2], int flags);
+
+/// pidfd_open(2): a descriptor that polls readable once the process has exited; -1 and errno on failure.
+int inbox_pidfd_open(pid_t pid);
+
+/// prctl(PR_SET_NO_NEW_PRIVS, 1): for the calling thread and everything it starts.
+int inbox_set_no_new_privs(void);
+
+/// landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): the Landlock ABI version, or -1.
+int inbox_landlock_abi_version(void);
+/// landlock_create_ruleset for file-system rights only; the descriptor is close-on-exec.
+int inbox_landlock_create_ruleset(uint64_t handled_access_fs);
+/// landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH): allows `allowed_access` beneath `parent_fd`.
+int inbox_landlock_add_path_rule(int ruleset_fd, int parent_fd, uint64_t allowed_access);
+/// landlock_restrict_self: the calling thread, and what it starts from now on, get the ruleset's domain.
+int inbox_landlock_restrict_self(int ruleset_fd);
+
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_WRITE_FILE;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_REMOVE_DIR;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_REMOVE_FILE;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_CHAR;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_DIR;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_REG;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_SOCK;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_FIFO;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_BLOCK;
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_SYM;
+/// Landlock ABI 2.
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_REFER;
+/// Landlock ABI 3.
+extern const uint64_t inbox_LANDLOCK_ACCESS_FS_TRUNCATE;
+
+/// seccomp(SECCOMP_GET_ACTION_AVAIL, SECCOMP_RET_ERRNO): 0 when this kernel and CPU take the filter below.
+int inbox_seccomp_filter_available(void);
+/// seccomp(SECCOMP_SET_MODE_FILTER) on the calling thread: the chmod, chown, utime and xattr-setting calls
+/// and the inode-flag ioctls fail with EPERM, as do system calls of another ABI (32-bit, x32).
+int inbox_seccomp_deny_metadata_changes(void);
 
 #endif

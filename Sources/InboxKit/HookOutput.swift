@@ -1,0 +1,111 @@
+import AppContainer
+import Glibc
+
+/// What a hook prints, kept in bounded memory: the first word of its stdout and the tail of its stderr.
+struct HookOutput {
+    private var firstWord = FirstWord()
+    private var tail = Tail()
+
+    var disposition: Disposition? { firstWord.disposition }
+    var stderrTail: String { tail.text }
+
+    /// Reads both pipes until they have closed and `exited` (a pidfd, or -1 to wait for the pipes only) has
+    /// polled readable, or until `deadline`; whether the deadline came first. Sleeps in poll, never spins.
+    mutating func collect(stdout: CInt, stderr: CInt, exited: CInt, until deadline: ContinuousClock.Instant)
+        throws(Errno) -> Bool
+    {
+        var fds = [stdout, stderr, exited].map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while fds.contains(where: { $0.fd >= 0 }) {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            if remaining <= .zero { return true }
+            // poll ignores negative descriptors: those are done.
+            if try system_poll(&fds, timeout: Self.milliseconds(remaining)) == 0 { continue }
+            for index in fds.indices where fds[index].fd >= 0 && fds[index].revents != 0 {
+                let fd = fds[index].fd
+                if fd == exited {
+                    fds[index].fd = -1
+                    continue
+                }
+                let count = try buffer.withUnsafeMutableBytes { raw in
+                    Result(catching: { () throws(Errno) in try system_read(fd, into: raw) })
+                }.get()
+                if count == 0 {
+                    fds[index].fd = -1
+                    continue
+                }
+                buffer.withUnsafeBytes { raw in
+                    let chunk = UnsafeRawBufferPointer(rebasing: raw[..<count])
+                    if fd == stdout { firstWord.feed(chunk) } else { tail.append(chunk) }
+                }
+            }
+        }
+        return false
+    }
+
+    /// `duration` in whole milliseconds, rounded up so that poll never wakes just before the deadline.
+    private static func milliseconds(_ duration: Duration) -> CInt {
+        let (seconds, attoseconds) = duration.components
+        guard seconds < Int64(CInt.max / 1000) else { return CInt.max }
+        return CInt(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    }
+}
+
+/// The first whitespace-separated word of a stream, fed in chunks; longer words than any disposition are
+/// not kept.
+private struct FirstWord {
+    private enum State { case leading, inWord, done }
+    private var state = State.leading
+    private var word: [UInt8] = []
+    private var tooLong = false
+
+    var disposition: Disposition? {
+        tooLong ? nil : Disposition(rawValue: String(decoding: word, as: UTF8.self))
+    }
+
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        for byte in bytes {
+            let isSpace = byte == 0x20 || (0x09...0x0D).contains(byte)
+            switch state {
+            case .done: return
+            case .leading where isSpace: continue
+            case .inWord where isSpace:
+                state = .done
+                return
+            case .leading, .inWord:
+                state = .inWord
+                if word.count == 8 {
+                    tooLong = true
+                } else {
+                    word.append((0x41...0x5A).contains(byte) ? byte | 0x20 : byte)  // ASCII lowercase
+                }
+            }
+        }
+    }
+}
+
+/// The last `limit` bytes of a stream, fed in chunks, in at most twice that much memory.
+private struct Tail {
+    static let limit = 2048
+    private var bytes: [UInt8] = []
+    private var cut = false
+
+    mutating func append(_ chunk: UnsafeRawBufferPointer) {
+        if chunk.count > Self.limit { cut = true }
+        bytes.append(contentsOf: chunk.suffix(Self.limit))
+        if bytes.count > 2 * Self.limit {
+            bytes.removeFirst(bytes.count - Self.limit)
+            cut = true
+        }
+    }
+
+    /// The tail as text; a character cut in half at its start is dropped rather than shown as U+FFFD.
+    var text: String {
+        var start = max(0, bytes.count - Self.limit)
+        if cut || start > 0 {  // the text starts mid-stream
+            let end = min(start + 3, bytes.count)
+            while start < end && bytes[start] & 0xC0 == 0x80 { start += 1 }
+        }
+        return String(decoding: bytes[start...], as: UTF8.self)
+    }
+}
