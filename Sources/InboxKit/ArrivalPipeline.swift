@@ -69,7 +69,8 @@ final class ArrivalPipeline {
     func process(_ names: [FileName]) throws(ContainerError) -> [Arrival] {
         var records: [Event] = []
         var batch: [Prepared] = []
-        for name in names {
+        var seen: Set<FileName> = []
+        for name in names where seen.insert(name).inserted {
             if let item = try prepare(name, rejections: &records) { batch.append(item) }
         }
         let arrivals = batch.map { prepared in

@@ -1,0 +1,97 @@
+import Foundation
+import InboxKit
+import Glibc
+import Testing
+
+/// `inbox watch --exec` and a watcher killed mid-burst.
+@Suite struct WatchHookAndCrashTests {
+    @Test func theHookGetsTheFileOnStdinAndItsEnvironmentAndChoosesTheDisposition() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let report = folder.path + "/report"
+        let script = try folder.file(
+            "hook.sh",
+            """
+            {
+              printf '%s\\n' "$INBOX_FILE" "$INBOX_NAME" "$INBOX_CONTAINER"
+              cat
+            } > "\(report)/$(printf %s "$INBOX_NAME" | od -An -tx1 | tr -d ' \\n')"
+            echo move
+            """)
+        try FileManager.default.createDirectory(atPath: report, withIntermediateDirectories: true)
+        let source = try folder.file("with space.txt", "the contents\n")
+        #expect(try InboxProcess.run("--container", container, "deliver", source).status == 0)
+        let result = try InboxProcess.run("--container", container, "watch", "--once", "--exec", "sh " + script)
+        #expect(result.status == 0, "\(result.stderr)")
+        let hexName = Array("with space.txt".utf8).map { String(format: "%02x", $0) }.joined()
+        let seen = try String(contentsOfFile: report + "/" + hexName, encoding: .utf8)
+        #expect(seen == "\(container)/Documents/Inbox/with space.txt\nwith space.txt\n\(container)\nthe contents\n")
+        #expect(FileManager.default.fileExists(atPath: container + "/Documents/with space.txt"), "the hook said move")
+        let handled = try #require(logRecords(container, event: "handled").first)
+        #expect(handled["status"] as? Int == 0)
+        #expect(handled["disposition"] as? String == "move")
+    }
+
+    @Test(.enabled(if: HookRunner.isLandlockAvailable, "the kernel has no Landlock"))
+    func aHookCannotChangeItsFile() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let source = try folder.file("keep.txt", "original\n")
+        // Landlock leaves the hook write access beside the container, not in the folders above it.
+        let marker = try folder.file("outside/marker", "")
+        #expect(try InboxProcess.run("--container", container, "deliver", source).status == 0)
+        let attack = """
+            echo x >> "$INBOX_FILE"; chmod u+w "$INBOX_FILE"; echo y > "$INBOX_FILE"; rm -f "$INBOX_FILE"; \
+            touch "$INBOX_CONTAINER/Documents/Inbox/new.txt"; echo ran > \(marker)
+            """
+        let result = try InboxProcess.run("--container", container, "watch", "--once", "--exec", attack)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try String(contentsOfFile: marker, encoding: .utf8) == "ran\n", "the hook ran and could write outside")
+        let inbox = container + "/Documents/Inbox"
+        #expect(try String(contentsOfFile: inbox + "/keep.txt", encoding: .utf8) == "original\n")
+        #expect(try FileManager.default.attributesOfItem(atPath: inbox + "/keep.txt")[.posixPermissions] as? Int == 0o444)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: inbox) == ["keep.txt"])
+    }
+
+    @Test func aHangingHookIsKilledAtItsTimeoutAndTheWatcherGoesOn() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let files = try ["slow.txt", "next.txt"].map { try folder.file($0, $0) }
+        #expect(try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
+        let hook = #"if [ "$INBOX_NAME" = slow.txt ]; then echo stuck >&2; sleep 60; fi; echo move"#
+        let started = Date()
+        let result = try InboxProcess.run(
+            "--container", container, "watch", "--once", "--hook-timeout", "1", "--jobs", "2", "--exec", hook)
+        #expect(result.status == 0)
+        #expect(Date().timeIntervalSince(started) < 50, "killed long before its 60 s sleep ended")
+        let handled = logRecords(container, event: "handled")
+        let slow = try #require(handled.first { $0["path"] as? String == "Documents/Inbox/slow.txt" })
+        #expect(slow["timed_out"] as? Bool == true)
+        #expect((slow["stderr"] as? String)?.contains("stuck") == true)
+        #expect(slow["disposition"] as? String == "keep", "a failed hook leaves the item")
+        #expect(FileManager.default.fileExists(atPath: container + "/Documents/Inbox/slow.txt"))
+        #expect(FileManager.default.fileExists(atPath: container + "/Documents/next.txt"), "the next item was handled")
+    }
+
+    @Test func afterKill9MidBurstEveryFileIsHandledAndNoneTwice() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        try writeFiles(5_000, in: folder.path + "/staging", prefix: "crash")
+        let watcher = try RunningWatcher(container, ["--on-arrival", "move"])
+        try renameAll(from: folder.path + "/staging", into: container + "/Documents/Inbox")
+        #expect(waitUntil { logRecords(container, event: "arrived").count >= 1_000 })
+        watcher.kill9()
+        let restarted = try InboxProcess.run("--container", container, "watch", "--once", "--on-arrival", "move")
+        #expect(restarted.status == 0, "\(restarted.stderr)")
+        let documents = try FileManager.default.contentsOfDirectory(atPath: container + "/Documents").filter {
+            $0 != "Inbox"
+        }
+        #expect(documents.count == 5_000, "every file is in Documents")
+        #expect(documents.allSatisfy { $0.hasPrefix("crash") && $0.hasSuffix(".txt") && !$0.contains(" ") }, "none twice")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").isEmpty)
+        let arrived = logRecords(container, event: "arrived").compactMap { $0["path"] as? String }
+        #expect(arrived.count == 5_000 && Set(arrived).count == 5_000, "each arrived once: \(arrived.count)")
+        let moved = logRecords(container, event: "moved").compactMap { $0["from"] as? String }
+        #expect(moved.count == 5_000 && Set(moved).count == 5_000, "each moved once: \(moved.count)")
+    }
+}
