@@ -78,10 +78,10 @@ final class ArrivalPipeline {
                 item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),
                 sha256: prepared.inspection.sha256, type: prepared.inspection.type)
         }
-        let outcomes = decide(batch, arrivals: arrivals)
-        for (prepared, outcome) in zip(batch, outcomes) {
+        let handled = decide(batch, arrivals: arrivals)
+        for (prepared, handledEvent) in zip(batch, handled) {
             records.append(arrivedEvent(prepared))
-            if let outcome { records.append(handledEvent(prepared, outcome)) }
+            if let handledEvent { records.append(handledEvent) }
         }
         // Phase 1: the arrivals and their dispositions are on disk before anything moves.
         try commit(records, durable: true)
@@ -104,23 +104,30 @@ final class ArrivalPipeline {
     }
 
     /// Sets each arrival's disposition: the library handler's, else the `--exec` command's, else the default.
-    /// Returns the command's outcome for each, where one ran.
-    private func decide(_ batch: [Prepared], arrivals: [Arrival]) -> [HookOutcome?] {
+    /// Returns the `handled` record of each, where a handler ran.
+    private func decide(_ batch: [Prepared], arrivals: [Arrival]) -> [Event?] {
         let fallback = watcher.options.onArrival
         if let handler = watcher.handler {
-            for (prepared, arrival) in zip(batch, arrivals) { prepared.disposition = handler.handle(arrival) }
-            return batch.map { _ in nil }
+            return zip(batch, arrivals).map { prepared, arrival in
+                prepared.disposition = handler.handle(arrival)
+                return Event(
+                    .handled,
+                    [
+                        "path": .path(inbox.loggedPath(.inbox, prepared.name)), "handler": .string("library"),
+                        "disposition": .string(prepared.disposition.rawValue),
+                    ])
+            }
         }
         guard let hooks else {
             for prepared in batch { prepared.disposition = fallback }
             return batch.map { _ in nil }
         }
         let outcomes = HookPool.run(hooks, on: batch, inboxPath: container.path(.inbox), jobs: watcher.options.jobs)
-        for (prepared, outcome) in zip(batch, outcomes) {
+        return zip(batch, outcomes).map { prepared, outcome in
             // A failing or hanging handler leaves the item where it is.
             prepared.disposition = outcome.succeeded ? outcome.disposition ?? fallback : .keep
+            return handledEvent(prepared, outcome)
         }
-        return outcomes
     }
 
     /// `arrived` with size, sha256, modified, type and identity, and the disposition when it is not keep.

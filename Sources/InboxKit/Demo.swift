@@ -1,12 +1,16 @@
 import AppContainer
+import Dispatch
 import Foundation
 import Glibc
+import Synchronization
 
 /// The main job on a fresh container, narrated: every sample attachment delivered through the library
 /// hook, one moved into Documents for editing, then the listing and the event log.
 public enum Demo {
     /// Runs the demo in a new container at `containerPath` with the files under `samples`; `say` prints a line.
-    public static func run(samples: String, containerPath: String, say: (String) -> Void) throws(ContainerError) {
+    public static func run(samples: String, containerPath: String, say: @escaping @Sendable (String) -> Void)
+        throws(ContainerError)
+    {
         let files = sampleFiles(under: samples)
         guard !files.isEmpty else {
             throw ContainerError(.noSuchItem, "no sample attachments in '\(samples)': pass --samples DIR")
@@ -17,32 +21,54 @@ public enum Demo {
         let container = try Container.create(at: containerPath, appName: "Demo")
         let inbox = try Inbox(container: container)
         say("A fresh container: \(container.root)")
-        say("")
-        say("Delivering \(files.count) attachments through Inbox.deliver(contentsOf:):")
-        for (file, relative) in files {
-            let url = try inbox.deliver(contentsOf: file)
-            say("  delivered  \(relative)  ->  Documents/Inbox/\(url.lastPathComponent)")
+        say("The watcher moves each arrival into Documents; every event is shown as it is logged:")
+        let live = LiveLog(log: inbox.log, say: say)
+        var options = WatchOptions()
+        options.onArrival = .move
+        let watcher = Watcher(inbox: inbox, options: options, handler: MoveEverything())
+        let finished = DispatchSemaphore(value: 0)
+        let failure = Mutex<ContainerError?>(nil)
+        Thread.detachNewThread {
+            do throws(ContainerError) { try watcher.run() } catch { failure.withLock { $0 = error } }
+            finished.signal()
         }
-        say("")
-        let items = try inbox.items()
-        if let first = items.first(where: { $0.name.string.hasPrefix("invoice") }) ?? items.first {
-            let document = try first.prepareForEditing()
-            say("Moved before editing: Documents/Inbox/\(first.name)  ->  Documents/\(document.name)")
-            say("")
+        do {
+            try wait(for: .watchStarted, count: 1, in: inbox.log) { failure.withLock { $0 } }
+            for (file, _) in files {
+                _ = try inbox.deliver(contentsOf: file)
+            }
+            try wait(for: .moved, count: files.count, in: inbox.log) { failure.withLock { $0 } }
+        } catch {
+            failure.withLock { $0 = $0 ?? error }
         }
+        watcher.stop()
+        finished.wait()
+        live.stop()
+        if let error = failure.withLock({ $0 }) { throw error }
+        say("")
         for place in [Place.inbox, .documents] {
             say("\(place.relativePath(appName: container.appName)):")
             for item in try container.list(place) {
                 let size = String(item.size)
-                say(
-                    "  \(String(repeating: " ", count: max(0, 8 - size.count)))\(size)  \(item.modified.rfc3339)  \(item.name)"
-                )
+                let padded = String(repeating: " ", count: max(0, 8 - size.count)) + size
+                say("  \(padded)  \(item.modified.rfc3339)  \(item.name)")
             }
             say("")
         }
-        say("The event log (inbox --container '\(container.root)' log):")
-        for record in try inbox.log.records() {
-            say("  " + record.line)
+        say("Read the log again with: inbox --container '\(container.root)' log")
+    }
+
+    /// Waits until the log holds `count` records of `kind`, or fails after a minute or when the watcher failed.
+    private static func wait(
+        for kind: EventKind, count: Int, in log: EventLog, failure: () -> ContainerError?
+    ) throws(ContainerError) {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while try log.records(kinds: [kind.rawValue]).count < count {
+            if let error = failure() { throw error }
+            guard ContinuousClock.now < deadline else {
+                throw ContainerError(.failure, "the demo waited a minute for \(count) '\(kind.rawValue)' records")
+            }
+            usleep(20_000)
         }
     }
 
@@ -71,5 +97,46 @@ public enum Demo {
             files.append((url, String(relative)))
         }
         return files.sorted { $0.relative < $1.relative }
+    }
+}
+
+/// The demo's library handler: every arrival goes into Documents.
+struct MoveEverything: ArrivalHandler {
+    func handle(_ arrival: Arrival) -> Disposition { .move }
+}
+
+/// Prints each record of the log as it is appended, on a thread of its own, until stopped.
+final class LiveLog: Sendable {
+    private let stopping = Mutex(false)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(log: EventLog, say: @escaping @Sendable (String) -> Void) {
+        Thread.detachNewThread { [self] in
+            try? log.follow(shouldStop: { self.stopping.withLock { $0 } }) { record in
+                say("  " + LiveLog.line(record))
+                return true
+            }
+            self.done.signal()
+        }
+    }
+
+    /// Stops following once what is already logged has been printed.
+    func stop() {
+        let first = stopping.withLock { stopping -> Bool in
+            defer { stopping = true }
+            return !stopping
+        }
+        if first { done.wait() }
+    }
+
+    /// `12 moved      Documents/Inbox/a.pdf -> Documents/a.pdf`
+    static func line(_ record: EventRecord) -> String {
+        let event = record.event.padding(toLength: 13, withPad: " ", startingAt: 0)
+        var detail = record.fields["path"] ?? record.fields["from"] ?? ""
+        if let to = record.fields["to"] { detail += " -> " + to }
+        if let type = record.fields["type"] { detail += "  (\(type), \(record.fields["size"] ?? "?") bytes)" }
+        if let reason = record.fields["reason"] { detail += "  [\(reason)]" }
+        if let disposition = record.fields["disposition"] { detail += "  -> \(disposition)" }
+        return "\(record.seq) ".padding(toLength: 5, withPad: " ", startingAt: 0) + event + detail
     }
 }

@@ -220,3 +220,27 @@ import Testing
         #expect(moved.map { $0["name"] as? String } == ["a.txt"])
     }
 }
+
+@Suite struct DemoTests {
+    @Test func theDemoDeliversWatchesAndMovesEverySample() throws {
+        let folder = try TemporaryFolder()
+        let samples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("SampleAttachments").path
+        let container = folder.path + "/demo"
+        let result = try InboxProcess.run("--container", container, "demo", "--samples", samples)
+        #expect(result.status == 0, "\(result.stderr)")
+        let sampleCount = try FileManager.default.subpathsOfDirectory(atPath: samples).filter {
+            var isFolder: ObjCBool = false
+            _ = FileManager.default.fileExists(atPath: samples + "/" + $0, isDirectory: &isFolder)
+            return !isFolder.boolValue && !$0.hasSuffix(".py") && !$0.hasSuffix(".md")
+        }.count
+        #expect(sampleCount >= 12)
+        #expect(logRecords(container, event: "moved").count == sampleCount)
+        #expect(logRecords(container, event: "arrived").count == sampleCount)
+        #expect(result.stdoutText.contains("watch-started"))
+        #expect(result.stdoutText.contains("Documents/page 2.pdf"), "the two page.pdf files both arrive")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").isEmpty)
+        let again = try InboxProcess.run("--container", container, "demo", "--samples", samples)
+        #expect(again.status == 73, "the demo wants a fresh folder")
+    }
+}
