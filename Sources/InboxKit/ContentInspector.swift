@@ -10,7 +10,7 @@ public struct Inspection: Sendable, Equatable {
     /// A short, stable name: `pdf`, `png`, `jpeg`, `gif`, `zip`, `office`, `calendar`, `vcard`, `eml`, `csv`,
     /// `text`, `empty` or `other`.
     public let type: String
-    /// The MIME type libmagic reported, such as `application/pdf`.
+    /// The MIME type, such as `application/pdf`: from `ContentSniffer`'s rules, else libmagic's.
     public let mime: String
 
     public init(sha256: String, type: String, mime: String) {
@@ -21,11 +21,12 @@ public struct Inspection: Sendable, Equatable {
 }
 
 /// Hashes files with SHA-256 and names their content type, reusing one libmagic handle, one libcrypto
-/// context and one read buffer for every file (DESIGN §11).
+/// context and one read buffer for every file (DESIGN §11). `ContentSniffer` names the common types;
+/// libmagic, slow on text, names the rest.
 ///
 /// Not thread-safe: every call shares those. Make one inspector per thread and keep it.
 public final class ContentInspector {
-    /// Bytes asked of each `pread`. libmagic sees the first chunk only.
+    /// Bytes asked of each `pread`. The type is named from the first chunk only.
     public static let chunkSize = 256 * 1024
 
     /// MIME type only; never look inside compressed data (libmagic would decompress, or fork a decompressor).
@@ -113,8 +114,10 @@ public final class ContentInspector {
         return count
     }
 
-    /// The MIME type libmagic gives the first chunk, and the short name for it.
+    /// The type `ContentSniffer` names for the first chunk, else the MIME type libmagic gives it and the short
+    /// name for that.
     private func sniff(_ head: UnsafeRawBufferPointer) throws(ContainerError) -> (type: String, mime: String) {
+        if let sniffed = ContentSniffer.sniff(head) { return (sniffed.type, sniffed.mime) }
         guard let result = magic_buffer(magic, head.baseAddress, head.count) else {
             let reason = magic_error(magic).map { String(cString: $0) } ?? "unknown error"
             throw ContainerError(.failure, "libmagic cannot name the content type: \(reason)")
@@ -146,20 +149,15 @@ public final class ContentInspector {
 // MARK: - Type names
 
 extension ContentInspector {
-    /// Header names that, first in a text file, mark a mail message that libmagic did not recognise.
-    private static let mailHeaders = ["from:", "received:", "return-path:", "delivered-to:"]
-
-    /// The short type name for what libmagic said, looking at the first bytes where the MIME type is too vague:
-    /// a zip whose first entry marks an office document, a text file whose first line names a calendar,
-    /// a vCard or a mail header.
+    /// The short type name for what libmagic said of a chunk the sniffer left to it, looking at the first bytes
+    /// where the MIME type is too vague: text whose first line names a calendar, a vCard or a mail header.
     private static func typeName(mime: String, head: UnsafeRawBufferPointer) -> String {
-        if head.isEmpty { return "empty" }
         switch mime {
         case "application/pdf": return "pdf"
         case "image/png": return "png"
         case "image/jpeg": return "jpeg"
         case "image/gif": return "gif"
-        case "application/zip": return firstZipEntryMarksOffice(head) ? "office" : "zip"
+        case "application/zip": return "zip"
         case "text/calendar": return "calendar"
         case "text/vcard", "text/x-vcard": return "vcard"
         case "message/rfc822": return "eml"
@@ -170,46 +168,10 @@ extension ContentInspector {
             return "office"
         }
         guard mime.hasPrefix("text/") else { return "other" }
-        let text = UnsafeRawBufferPointer(rebasing: head[startOfText(head)...])
-        if startsIgnoringCase(text, "begin:vcalendar") { return "calendar" }
-        if startsIgnoringCase(text, "begin:vcard") { return "vcard" }
-        if mailHeaders.contains(where: { startsIgnoringCase(text, $0) }) { return "eml" }
+        let text = UnsafeRawBufferPointer(rebasing: head[ContentSniffer.startOfText(head)...])
+        if ContentSniffer.startsIgnoringCase(text, "begin:vcalendar") { return "calendar" }
+        if ContentSniffer.startsIgnoringCase(text, "begin:vcard") { return "vcard" }
+        if ContentSniffer.looksLikeMail(text) { return "eml" }
         return "text"
-    }
-
-    /// Whether the first local header of a zip names `[Content_Types].xml` (Office Open XML) or `mimetype`
-    /// (OpenDocument).
-    private static func firstZipEntryMarksOffice(_ head: UnsafeRawBufferPointer) -> Bool {
-        // Local file header: "PK\3\4", the name's length at 26 (little-endian), the name at 30.
-        guard head.count >= 30, head.starts(with: [0x50, 0x4B, 0x03, 0x04]) else { return false }
-        let nameLength = Int(head[26]) | Int(head[27]) << 8
-        guard head.count >= 30 + nameLength else { return false }
-        let name = head[30..<(30 + nameLength)]
-        return name.elementsEqual("[Content_Types].xml".utf8) || name.elementsEqual("mimetype".utf8)
-    }
-
-    /// The index after a UTF-8 byte order mark and leading ASCII white space.
-    private static func startOfText(_ head: UnsafeRawBufferPointer) -> Int {
-        var index = head.starts(with: [0xEF, 0xBB, 0xBF]) ? 3 : 0
-        while index < head.count {
-            switch head[index] {
-            case 0x20, 0x09, 0x0A, 0x0D: index += 1
-            default: return index
-            }
-        }
-        return index
-    }
-
-    /// Whether `bytes` begin with `prefix` (lowercase ASCII), ignoring ASCII case.
-    private static func startsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ prefix: String) -> Bool {
-        var index = 0
-        for expected in prefix.utf8 {
-            guard index < bytes.count else { return false }
-            let byte = bytes[index]
-            let lowered = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 : byte
-            guard lowered == expected else { return false }
-            index += 1
-        }
-        return true
     }
 }
