@@ -7,6 +7,9 @@ DEMO_CONTAINER ?=
 PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= /etc/systemd/system
+# Extra flags for the build that make install installs, e.g. --static-swift-stdlib for a binary that does
+# not load the Swift runtime from the toolchain (the default build has it in its RUNPATH).
+INSTALL_SWIFTFLAGS ?=
 
 .PHONY: deps build test demo lint format clean bench install uninstall
 
@@ -48,7 +51,7 @@ bench: deps
 # Builds in release and installs the binary and the watcher's unit (ExecStart pointed at $(PREFIX)/bin).
 # Then: systemctl daemon-reload; systemctl enable --now "inbox-watch@$$(systemd-escape --path DIR).service"
 install: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build -c release $(INSTALL_SWIFTFLAGS)
 	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox" "$(DESTDIR)$(PREFIX)/bin/inbox"
 	install -d -m 0755 "$(DESTDIR)$(UNITDIR)"
 	sed 's|/usr/local/bin/inbox|$(PREFIX)/bin/inbox|g' systemd/inbox-watch@.service \
