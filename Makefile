@@ -3,8 +3,15 @@ SWIFT ?= swift
 APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
+# make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the systemd unit into $(DESTDIR)$(UNITDIR).
+PREFIX ?= /usr/local
+DESTDIR ?=
+UNITDIR ?= /etc/systemd/system
+# Extra flags for the build that make install installs, e.g. --static-swift-stdlib for a binary that does
+# not load the Swift runtime from the toolchain (the default build has it in its RUNPATH).
+INSTALL_SWIFTFLAGS ?=
 
-.PHONY: deps build test demo lint format clean
+.PHONY: deps build test demo lint format clean bench install uninstall
 
 # Installs the Debian packages the build links against, only when one is missing.
 deps:
@@ -31,3 +38,25 @@ format:
 
 clean:
 	rm -rf .build
+
+# The benchmark of DESIGN §11: inbox watch against inotifywait and a raw C mover (Benchmarks/run-bench).
+# inotify-tools is installed for it alone, when missing. BENCH_SIZES="10000" runs a subset.
+bench: deps
+	@command -v inotifywait >/dev/null 2>&1 || { echo "Installing inotify-tools"; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y inotify-tools; }
+	@command -v cc >/dev/null 2>&1 || { echo "make bench needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
+	$(SWIFT) build -c release
+	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-bench
+
+# Builds in release and installs the binary and the watcher's unit (ExecStart pointed at $(PREFIX)/bin).
+# Then: systemctl daemon-reload; systemctl enable --now "inbox-watch@$$(systemd-escape --path DIR).service"
+install: deps
+	$(SWIFT) build -c release $(INSTALL_SWIFTFLAGS)
+	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox" "$(DESTDIR)$(PREFIX)/bin/inbox"
+	install -d -m 0755 "$(DESTDIR)$(UNITDIR)"
+	sed 's|/usr/local/bin/inbox|$(PREFIX)/bin/inbox|g' systemd/inbox-watch@.service \
+		> "$(DESTDIR)$(UNITDIR)/inbox-watch@.service"
+	chmod 0644 "$(DESTDIR)$(UNITDIR)/inbox-watch@.service"
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/inbox" "$(DESTDIR)$(UNITDIR)/inbox-watch@.service"
