@@ -3,16 +3,33 @@ import Glibc
 extension FileDescriptor {
     /// The names in this folder, without `.` and `..`, in no particular order.
     public func entries() throws(Errno) -> [FileName] {
-        let stream = try system_fdopendir(try system_openat(rawValue, ".", [.directory]))
-        defer { system_closedir(stream) }
         var names: [FileName] = []
+        try forEachEntry { name throws(Errno) in
+            names.append(name)
+            return true
+        }
+        return names
+    }
+
+    /// Reads this folder one name at a time (without `.` and `..`) until `body` returns false, so that
+    /// a folder of any size is read in constant memory.
+    public func forEachEntry(_ body: (FileName) throws(Errno) -> Bool) throws(Errno) {
+        let copy = try system_openat(rawValue, ".", [.directory])
+        let stream: OpaquePointer
+        do {
+            stream = try system_fdopendir(copy)
+        } catch {
+            try? system_close(copy)
+            throw error
+        }
+        defer { system_closedir(stream) }
         while let entry = try system_readdir(stream) {
             let bytes = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
                 Array(raw.prefix(while: { $0 != 0 }))
             }
-            if let name = FileName(bytes: bytes), !name.isDotOrDotDot { names.append(name) }
+            guard let name = FileName(bytes: bytes), !name.isDotOrDotDot else { continue }
+            if try !body(name) { return }
         }
-        return names
     }
 
     /// Copies everything from `source`'s offset to its end into this file at its offset,

@@ -16,6 +16,8 @@ final class ArrivalPipeline {
     let hooks: HookRunner?
     /// Identities that have arrived and are still in the Inbox, so that none is handled twice.
     var arrived: Set<Identity> = []
+    /// During a scan: the arrived identities it has seen in the Inbox, and those arriving meanwhile.
+    var scanPresent: Set<Identity>?
     /// The seq of this pipeline's last record, for the checkpoint.
     var lastSeq: UInt64 = 0
 
@@ -45,24 +47,44 @@ final class ArrivalPipeline {
         }
     }
 
-    /// Lists the Inbox (reopened: the folder may have been replaced), forgets identities no longer there,
-    /// logs `rescan`, and returns every name to look at.
-    func scan(reason: String) throws(ContainerError) -> [FileName] {
+    /// Reads the whole Inbox (reopened: the folder may have been replaced) and handles it `maxBatch` names at
+    /// a time as they are read, so memory stays flat however full it is; stops early when `stop` says so.
+    /// A complete scan forgets identities no longer in the Inbox, logs `rescan` and saves the checkpoint.
+    func scan(reason: String, stop: () -> Bool, handle: ([FileName]) throws(ContainerError) -> Void)
+        throws(ContainerError)
+    {
         inboxFolder = SharedDescriptor(try container.openFolder(.inbox))
-        var names: [FileName] = []
-        var present: Set<Identity> = []
+        let folder = inboxFolder
+        var chunk: [FileName] = []
+        var found = 0
+        var failure: ContainerError?
+        scanPresent = []
+        defer { scanPresent = nil }
         do {
-            for name in try inboxFolder.descriptor.entries() where !name.isHidden {
-                names.append(name)
-                if let status = try? fileStatus(in: inboxFolder.rawValue, name) { present.insert(Identity(status)) }
+            try folder.descriptor.forEachEntry { name throws(Errno) in
+                guard !name.isHidden else { return true }
+                found += 1
+                if let status = try? fileStatus(in: folder.rawValue, name), arrived.contains(Identity(status)) {
+                    scanPresent?.insert(Identity(status))
+                }
+                chunk.append(name)
+                guard chunk.count >= watcher.options.maxBatch else { return true }
+                do throws(ContainerError) { try handle(chunk) } catch {
+                    failure = error
+                    return false
+                }
+                chunk.removeAll(keepingCapacity: true)
+                return !stop()
             }
         } catch {
             throw error.failure("scan", container.path(.inbox))
         }
-        arrived.formIntersection(present)
-        try commit([Event(.rescan, ["reason": .string(reason), "found": .int(Int64(names.count))])], durable: false)
+        if let failure { throw failure }
+        if stop() { return }
+        if !chunk.isEmpty { try handle(chunk) }
+        if let present = scanPresent { arrived.formIntersection(present) }
+        try commit([Event(.rescan, ["reason": .string(reason), "found": .int(Int64(found))])], durable: false)
         try saveCheckpoint()
-        return names.sorted()
     }
 
     /// Handles a batch of names; returns the arrivals for the watcher's stream.
@@ -85,7 +107,10 @@ final class ArrivalPipeline {
         }
         // Phase 1: the arrivals and their dispositions are on disk before anything moves.
         try commit(records, durable: true)
-        for prepared in batch { arrived.insert(Identity(prepared.status)) }
+        for prepared in batch {
+            arrived.insert(Identity(prepared.status))
+            scanPresent?.insert(Identity(prepared.status))
+        }
         // Phase 2: apply, fsync the folders once, then log what the disk now holds.
         var applied: [Event] = []
         for prepared in batch where prepared.disposition != .keep {

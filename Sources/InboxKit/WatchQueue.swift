@@ -24,7 +24,7 @@ final class WatchQueue: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     let maxNames: Int
 
-    init(maxNames: Int = 65_536) {
+    init(maxNames: Int = 16_384) {
         self.maxNames = maxNames
     }
 

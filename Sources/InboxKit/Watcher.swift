@@ -112,23 +112,23 @@ public final class Watcher: Sendable {
         var nextRescan = ContinuousClock.now + options.rescanInterval
         while true {
             let batch = queue.take(timeout: min(.seconds(1), max(.zero, nextRescan - .now)))
-            var names = batch.names
             if batch.overflows > 0 {
                 try inbox.log.append(Event(.overflow, ["count": .int(Int64(batch.overflows))]))
                 report("inotify queue overflowed; rescanning the Inbox")
             }
-            if ContinuousClock.now >= nextRescan && batch.rescan == nil {
-                names += try pipeline.scan(reason: "periodic")
-                nextRescan = .now + options.rescanInterval
-            } else if let reason = batch.rescan {
-                names += try pipeline.scan(reason: reason)
-                nextRescan = .now + options.rescanInterval
+            let handle = { (names: [FileName]) throws(ContainerError) in
+                for arrival in try pipeline.process(names) { self.continuation.yield(arrival) }
             }
             var start = 0
-            while start < names.count {
-                let end = min(names.count, start + options.maxBatch)
-                for arrival in try pipeline.process(Array(names[start..<end])) { continuation.yield(arrival) }
+            while start < batch.names.count && !queue.isStopped {
+                let end = min(batch.names.count, start + options.maxBatch)
+                try handle(Array(batch.names[start..<end]))
                 start = end
+            }
+            let reason = batch.rescan ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
+            if let reason, !queue.isStopped {
+                try pipeline.scan(reason: reason, stop: { queue.isStopped }, handle: handle)
+                nextRescan = .now + options.rescanInterval
             }
             if options.once || queue.isStopped { break }
         }
