@@ -84,8 +84,14 @@ public final class Watcher: Sendable {
     /// Runs until `stop()` (or, with `once`, until the Inbox has been handled). Only one watcher runs per
     /// container: a second fails with exit status 75.
     public func run() throws(ContainerError) {
-        guard Watcher.inotifyInUse.withLock({ inUse in defer { inUse = true }; return !inUse }) else {
-            throw ContainerError(.busy, "a watcher already runs in this process: libinotifytools has one global instance")
+        guard
+            Watcher.inotifyInUse.withLock({ inUse in
+                defer { inUse = true }
+                return !inUse
+            })
+        else {
+            throw ContainerError(
+                .busy, "a watcher already runs in this process: libinotifytools has one global instance")
         }
         defer { Watcher.inotifyInUse.withLock { $0 = false } }
         let lock = try WatcherLock(container: inbox.container)

@@ -60,7 +60,8 @@ import Testing
     @Test func commandsOnAMissingContainerExit73() throws {
         let folder = try TemporaryFolder()
         for arguments in [["ls"], ["move", "x"], ["log"], ["deliver", try folder.file("a.txt", "a")]] {
-            let result = try InboxProcess.run((["--container", folder.path + "/none"] + arguments).map { Array($0.utf8) })
+            let result = try InboxProcess.run(
+                (["--container", folder.path + "/none"] + arguments).map { Array($0.utf8) })
             #expect(result.status == 73, "\(arguments)")
             #expect(result.stderr.contains("inbox init"))
         }
@@ -143,8 +144,9 @@ import Testing
         #expect(relative.status == 77, "a relative path is taken from the working folder, outside the container")
         let clash = try InboxProcess.run("--container", container, "move", "report.pdf")
         #expect(clash.lines == [container + "/Documents/report 2.pdf"], "a clash in Documents gets ' 2'")
-        let mode = try FileManager.default.attributesOfItem(atPath: container + "/Documents/report 2.pdf")[
-            .posixPermissions] as? Int
+        let mode =
+            try FileManager.default.attributesOfItem(atPath: container + "/Documents/report 2.pdf")[
+                .posixPermissions] as? Int
         #expect((mode ?? 0) & 0o200 != 0, "the owner's write bit is restored")
         #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").isEmpty)
     }
@@ -172,7 +174,9 @@ import Testing
         #expect(result.status == 77)
         #expect(result.stderr.contains("symbolic link"))
         #expect(try String(contentsOfFile: target, encoding: .utf8) == "do not touch")
-        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: container + "/Documents/Inbox/link.txt") == target)
+        #expect(
+            try FileManager.default.destinationOfSymbolicLink(atPath: container + "/Documents/Inbox/link.txt") == target
+        )
         #expect(!FileManager.default.fileExists(atPath: container + "/Documents/link.txt"))
     }
 
@@ -213,7 +217,9 @@ import Testing
         #expect(items.first?["path"] as? String == container + "/Documents/Inbox/a.txt")
         #expect(items.first?["size"] as? Int == 5)
         let modified = try #require(items.first?["modified"] as? String)
-        #expect(ISO8601DateFormatter().date(from: modified.replacingOccurrences(of: #"\.\d+"#, with: "", options: .regularExpression)) != nil)
+        #expect(
+            ISO8601DateFormatter().date(
+                from: modified.replacingOccurrences(of: #"\.\d+"#, with: "", options: .regularExpression)) != nil)
         _ = try InboxProcess.run("--container", container, "move", "a.txt")
         let documents = try InboxProcess.run("--container", container, "ls", "documents", "--json")
         let moved = try #require(try JSONSerialization.jsonObject(with: Data(documents.stdout)) as? [[String: Any]])

@@ -64,10 +64,15 @@ struct InboxProcess {
                 if poll(&polls, nfds_t(polls.count), -1) < 0 { continue }
                 for index in 0..<2 where open[index] >= 0 && polls[index].revents != 0 {
                     let count = buffer.withUnsafeMutableBytes { read(open[index], $0.baseAddress, $0.count) }
-                    if count > 0 { outputs[index] += buffer[..<count] } else if count == 0 || errno != EINTR { open[index] = -1 }
+                    if count > 0 {
+                        outputs[index] += buffer[..<count]
+                    } else if count == 0 || errno != EINTR {
+                        open[index] = -1
+                    }
                 }
             }
-            return Result(status: waitForExit(), stdout: outputs[0], stderr: String(decoding: outputs[1], as: UTF8.self))
+            return Result(
+                status: waitForExit(), stdout: outputs[0], stderr: String(decoding: outputs[1], as: UTF8.self))
         }
 
         /// Reads what stdout has until `predicate` holds for all of it so far, or the deadline passes.
@@ -127,8 +132,8 @@ struct InboxProcess {
         }
         let envp = env.map { strdup("\($0.key)=\($0.value)") }
         defer {
-            argv.forEach { $0?.deallocate() }
-            envp.forEach { free($0) }
+            for pointer in argv { pointer?.deallocate() }
+            for pointer in envp { free(pointer) }
         }
         // The child starts with no blocked signal and default handlers, whatever this test thread had.
         var attributes = posix_spawnattr_t()

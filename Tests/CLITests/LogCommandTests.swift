@@ -7,7 +7,8 @@ import Testing
     private func loggedContainer(_ folder: TemporaryFolder) throws -> String {
         let container = try folder.container()
         let files = try ["a.txt", "b.txt", "c.txt"].map { try folder.file($0, $0) }
-        #expect(try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
+        #expect(
+            try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
         #expect(try InboxProcess.run("--container", container, "move", "b.txt").status == 0)
         return container
     }
@@ -46,7 +47,8 @@ import Testing
     @Test func followPrintsRecordsAsTheyAreAppended() throws {
         let folder = try TemporaryFolder()
         let container = try loggedContainer(folder)
-        let follower = try InboxProcess.start(["--container", container, "log", "--follow", "--json", "--since", "4"].map { Array($0.utf8) })
+        let follower = try InboxProcess.start(
+            ["--container", container, "log", "--follow", "--json", "--since", "4"].map { Array($0.utf8) })
         let late = try folder.file("late.txt", "late")
         #expect(try InboxProcess.run("--container", container, "deliver", late).status == 0)
         let seen = follower.readStdout { $0.contains("late.txt") }

@@ -19,7 +19,9 @@ import Testing
         let source = Array(folder.path.utf8) + [0x2F] + name
         try writeFile(source, contents: Array("contents of an odd name".utf8))
 
-        let delivered = try InboxProcess.run([Array("--container".utf8), Array(container.utf8), Array("deliver".utf8), source])
+        let delivered = try InboxProcess.run([
+            Array("--container".utf8), Array(container.utf8), Array("deliver".utf8), source,
+        ])
         #expect(delivered.status == 0, "\(delivered.stderr)")
         let inboxPath = Array((container + "/Documents/Inbox/").utf8) + name
         #expect(delivered.stdout == inboxPath + [0x0A])
@@ -32,7 +34,8 @@ import Testing
 
         let log = try InboxProcess.run("--container", container, "log", "--json", "--event", "moved")
         let record = try #require(
-            try JSONSerialization.jsonObject(with: Data(log.stdout.split(separator: 0x0A).last ?? [])) as? [String: Any])
+            try JSONSerialization.jsonObject(with: Data(log.stdout.split(separator: 0x0A).last ?? [])) as? [String: Any]
+        )
         #expect(try loggedBytes(record, "from") == Array("Documents/Inbox/".utf8) + name)
         #expect(try loggedBytes(record, "to") == Array("Documents/".utf8) + name)
     }
@@ -68,7 +71,8 @@ import Testing
         #expect(documents == ["Inbox", "contested.pdf"])
         let inbox = try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox")
         #expect(inbox.isEmpty, "no claim or staging left: \(inbox)")
-        #expect(try String(contentsOfFile: container + "/Documents/contested.pdf", encoding: .utf8) == "%PDF-1.4 contested")
+        #expect(
+            try String(contentsOfFile: container + "/Documents/contested.pdf", encoding: .utf8) == "%PDF-1.4 contested")
     }
 
     @Test func fourProcessesAppendingAThousandRecordsEach() throws {
@@ -76,7 +80,8 @@ import Testing
         let container = try folder.container()
         var batches: [[String]] = []
         for process in 0..<4 {
-            batches.append(try (0..<1000).map { index in try folder.file("p\(process)/f\(index).txt", "\(process)-\(index)") })
+            batches.append(
+                try (0..<1000).map { index in try folder.file("p\(process)/f\(index).txt", "\(process)-\(index)") })
         }
         let children = try batches.map { files in
             try InboxProcess.start((["--container", container, "deliver"] + files).map { Array($0.utf8) })
@@ -85,7 +90,8 @@ import Testing
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.lines.count == 1000)
         }
-        let log = try String(contentsOfFile: container + "/Library/Application Support/inbox/events.jsonl", encoding: .utf8)
+        let log = try String(
+            contentsOfFile: container + "/Library/Application Support/inbox/events.jsonl", encoding: .utf8)
         let lines = log.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.last == "", "the log ends with a newline")
         var seqs: [Int] = []

@@ -1,6 +1,6 @@
 import Foundation
-import InboxKit
 import Glibc
+import InboxKit
 import Testing
 
 /// `inbox watch --exec` and a watcher killed mid-burst.
@@ -49,7 +49,8 @@ import Testing
         #expect(try String(contentsOfFile: marker, encoding: .utf8) == "ran\n", "the hook ran and could write outside")
         let inbox = container + "/Documents/Inbox"
         #expect(try String(contentsOfFile: inbox + "/keep.txt", encoding: .utf8) == "original\n")
-        #expect(try FileManager.default.attributesOfItem(atPath: inbox + "/keep.txt")[.posixPermissions] as? Int == 0o444)
+        #expect(
+            try FileManager.default.attributesOfItem(atPath: inbox + "/keep.txt")[.posixPermissions] as? Int == 0o444)
         #expect(try FileManager.default.contentsOfDirectory(atPath: inbox) == ["keep.txt"])
     }
 
@@ -57,7 +58,8 @@ import Testing
         let folder = try TemporaryFolder()
         let container = try folder.container()
         let files = try ["slow.txt", "next.txt"].map { try folder.file($0, $0) }
-        #expect(try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
+        #expect(
+            try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
         let hook = #"if [ "$INBOX_NAME" = slow.txt ]; then echo stuck >&2; sleep 60; fi; echo move"#
         let started = Date()
         let result = try InboxProcess.run(
@@ -87,7 +89,8 @@ import Testing
             $0 != "Inbox"
         }
         #expect(documents.count == 5_000, "every file is in Documents")
-        #expect(documents.allSatisfy { $0.hasPrefix("crash") && $0.hasSuffix(".txt") && !$0.contains(" ") }, "none twice")
+        #expect(
+            documents.allSatisfy { $0.hasPrefix("crash") && $0.hasSuffix(".txt") && !$0.contains(" ") }, "none twice")
         #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").isEmpty)
         let arrived = logRecords(container, event: "arrived").compactMap { $0["path"] as? String }
         #expect(arrived.count == 5_000 && Set(arrived).count == 5_000, "each arrived once: \(arrived.count)")

@@ -15,8 +15,11 @@ func waitUntil(timeout: TimeInterval = 60, _ condition: () throws -> Bool) rethr
 /// The records of a container's event log, read straight from its files (rotated ones first).
 func logRecords(_ container: String, event: String? = nil) -> [[String: Any]] {
     let folder = container + "/Library/Application Support/inbox"
-    let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
-        .filter { $0.hasPrefix("events.") && $0.hasSuffix(".jsonl") && $0 != "events.jsonl" }.sorted() + ["events.jsonl"]
+    let names =
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
+        .filter { $0.hasPrefix("events.") && $0.hasSuffix(".jsonl") && $0 != "events.jsonl" }.sorted() + [
+            "events.jsonl"
+        ]
     var records: [[String: Any]] = []
     for name in names {
         guard let data = FileManager.default.contents(atPath: folder + "/" + name) else { continue }

@@ -8,22 +8,25 @@ import Testing
         let folder = try TemporaryFolder()
         let container = try folder.container()
         let files = try (0..<5).map { try folder.file("before\($0).txt", "waiting \($0)") }
-        #expect(try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
+        #expect(
+            try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
         let once = try InboxProcess.run("--container", container, "watch", "--once")
         #expect(once.status == 0, "\(once.stderr)")
         let arrived = logRecords(container, event: "arrived")
         #expect(arrived.count == 5)
         #expect(Set(arrived.compactMap { $0["path"] as? String }).count == 5)
         #expect(arrived.allSatisfy { ($0["sha256"] as? String)?.count == 64 && $0["type"] as? String == "text" })
-        let mode = try FileManager.default.attributesOfItem(atPath: container + "/Documents/Inbox/before0.txt")[
-            .posixPermissions] as? Int
+        let mode =
+            try FileManager.default.attributesOfItem(atPath: container + "/Documents/Inbox/before0.txt")[
+                .posixPermissions] as? Int
         #expect(mode == 0o444, "sealed read-only")
         // A second start finds the same files again and handles none of them twice.
         #expect(try InboxProcess.run("--container", container, "watch", "--once").status == 0)
         #expect(logRecords(container, event: "arrived").count == 5)
         let moved = try InboxProcess.run("--container", container, "watch", "--once", "--on-arrival", "move")
         #expect(moved.status == 0)
-        #expect(logRecords(container, event: "arrived").count == 5, "already arrived: not moved by a later --on-arrival")
+        #expect(
+            logRecords(container, event: "arrived").count == 5, "already arrived: not moved by a later --on-arrival")
     }
 
     @Test func tenThousandFilesThreeWaysAreEachHandledExactlyOnce() throws {
@@ -90,7 +93,10 @@ import Testing
         #expect(waitUntil { logRecords(container, event: "arrived").count == 1 })
         try FileManager.default.removeItem(atPath: inbox)
         try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: true)
-        #expect(waitUntil { logRecords(container, event: "rescan").contains { $0["reason"] as? String == "inbox replaced" } })
+        #expect(
+            waitUntil {
+                logRecords(container, event: "rescan").contains { $0["reason"] as? String == "inbox replaced" }
+            })
         try writeFiles(1, in: inbox, prefix: "second")
         #expect(waitUntil { logRecords(container, event: "arrived").count == 2 }, "an arrival after the recreation")
         try FileManager.default.moveItem(atPath: inbox, toPath: folder.path + "/moved-away")
@@ -147,7 +153,8 @@ import Testing
         #expect(waitUntil { logRecords(container, event: "arrived").count == 1 })
         #expect(try watcher.stop().status == 0)
         let outsideAttributes = try FileManager.default.attributesOfItem(atPath: outside)
-        let inboxAttributes = try FileManager.default.attributesOfItem(atPath: container + "/Documents/Inbox/shared.txt")
+        let inboxAttributes = try FileManager.default.attributesOfItem(
+            atPath: container + "/Documents/Inbox/shared.txt")
         #expect(outsideAttributes[.posixPermissions] as? Int == 0o644, "the other link is not sealed")
         #expect(outsideAttributes[.referenceCount] as? Int == 1)
         #expect(inboxAttributes[.posixPermissions] as? Int == 0o444)
