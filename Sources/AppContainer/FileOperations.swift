@@ -32,6 +32,23 @@ extension FileDescriptor {
         }
     }
 
+    /// The bytes of the regular files below this folder, never following a symbolic link.
+    public func regularFileBytes(depth: Int = 64) throws(Errno) -> Int64 {
+        var total: Int64 = 0
+        try forEachEntry { name throws(Errno) in
+            guard let status = try? AppContainer.fileStatus(in: rawValue, name) else { return true }
+            if status.kind == .regular {
+                total += status.size
+            } else if status.kind == .directory, depth > 0,
+                let folder = try? FileDescriptor(at: rawValue, name, [.directory, .noFollow])
+            {
+                total += (try? folder.regularFileBytes(depth: depth - 1)) ?? 0
+            }
+            return true
+        }
+        return total
+    }
+
     /// Copies everything from `source`'s offset to its end into this file at its offset,
     /// in the kernel where it can (`copy_file_range`), by read and write where it cannot.
     public func copyContents(from source: borrowing FileDescriptor) throws(Errno) {

@@ -13,7 +13,7 @@ extension ArrivalPipeline {
             case .regular:
                 break
             case .directory:
-                return nil  // a folder is left as it is: see the README
+                return prepareFolder(name, seen)
             default:
                 if let rejection = reject(name, seen.kind) { rejections.append(rejection) }
                 return nil
@@ -38,6 +38,19 @@ extension ArrivalPipeline {
             return try seal(name, file: file, status: status)
         }
         return nil
+    }
+
+    /// A folder dropped into the Inbox arrives as one item of type `folder`, its size the bytes of the regular
+    /// files inside (links never followed). It is not sealed; a move takes it whole into Documents.
+    private func prepareFolder(_ name: FileName, _ seen: FileStatus) -> Prepared? {
+        guard !arrived.contains(Identity(folder: seen)),
+            let folder = try? SharedDescriptor(
+                FileDescriptor(at: inboxFolder.rawValue, name, [.directory, .noFollow])),
+            let status = try? folder.descriptor.fileStatus(), status.isSameFile(as: seen)
+        else { return nil }
+        let size = (try? folder.descriptor.regularFileBytes()) ?? 0
+        let inspection = Inspection(sha256: "", type: "folder", mime: "inode/directory")
+        return Prepared(name: name, file: folder, status: status, inspection: inspection, size: size)
     }
 
     /// Makes the file read-only (0444) and inspects it.

@@ -27,14 +27,20 @@ final class ArrivalPipeline {
         let file: SharedDescriptor
         let status: FileStatus
         let inspection: Inspection
+        /// The bytes it holds: the file's size, or for a folder the sum of its files.
+        let size: Int64
         var disposition: Disposition = .keep
 
-        init(name: FileName, file: SharedDescriptor, status: FileStatus, inspection: Inspection) {
+        init(name: FileName, file: SharedDescriptor, status: FileStatus, inspection: Inspection, size: Int64? = nil) {
             self.name = name
             self.file = file
             self.status = status
             self.inspection = inspection
+            self.size = size ?? status.size
         }
+
+        var isFolder: Bool { status.kind == .directory }
+        var identity: Identity { isFolder ? Identity(folder: status) : Identity(status) }
     }
 
     init(watcher: Watcher) throws(ContainerError) {
@@ -108,8 +114,8 @@ final class ArrivalPipeline {
         // Phase 1: the arrivals and their dispositions are on disk before anything moves.
         try commit(records, durable: true)
         for prepared in batch {
-            arrived.insert(Identity(prepared.status))
-            scanPresent?.insert(Identity(prepared.status))
+            arrived.insert(prepared.identity)
+            scanPresent?.insert(prepared.identity)
         }
         // Phase 2: apply, fsync the folders once, then log what the disk now holds.
         var applied: [Event] = []
@@ -131,6 +137,15 @@ final class ArrivalPipeline {
     /// Sets each arrival's disposition: the library handler's, else the `--exec` command's, else the default.
     /// Returns the `handled` record of each, where a handler ran.
     private func decide(_ batch: [Prepared], arrivals: [Arrival]) -> [Event?] {
+        let handled = handlers(batch, arrivals: arrivals)
+        // A handler's word never deletes a whole folder.
+        for prepared in batch where prepared.isFolder && prepared.disposition == .delete {
+            prepared.disposition = .keep
+        }
+        return handled
+    }
+
+    private func handlers(_ batch: [Prepared], arrivals: [Arrival]) -> [Event?] {
         let fallback = watcher.options.onArrival
         if let handler = watcher.handler {
             return zip(batch, arrivals).map { prepared, arrival in
@@ -160,10 +175,11 @@ final class ArrivalPipeline {
         var event = Event(
             .arrived,
             [
-                "path": .path(inbox.loggedPath(.inbox, prepared.name)), "size": .int(prepared.status.size),
+                "path": .path(inbox.loggedPath(.inbox, prepared.name)), "size": .int(prepared.size),
                 "sha256": .string(prepared.inspection.sha256), "modified": .string(prepared.status.modified.rfc3339),
-                "type": .string(prepared.inspection.type), "id": .string(Identity(prepared.status).text),
+                "type": .string(prepared.inspection.type), "id": .string(prepared.identity.text),
             ])
+        if prepared.isFolder { event.fields.removeAll { $0.key == "sha256" } }
         if prepared.disposition != .keep {
             event.fields.append(("disposition", .string(prepared.disposition.rawValue)))
         }
@@ -184,17 +200,17 @@ final class ArrivalPipeline {
     /// Moves or deletes one item; returns the record of what happened, nil when it was gone already.
     private func apply(_ prepared: Prepared) -> Event? {
         let from = inbox.loggedPath(.inbox, prepared.name)
-        let id = EventValue.string(Identity(prepared.status).text)
+        let id = EventValue.string(prepared.identity.text)
         switch prepared.disposition {
         case .keep:
             return nil
         case .delete:
             guard (try? system_unlinkat(inboxFolder.rawValue, prepared.name)) != nil else { return nil }
-            arrived.remove(Identity(prepared.status))
+            arrived.remove(prepared.identity)
             return Event(.deleted, ["path": .path(from), "reason": .string("handler"), "id": id])
         case .move:
             guard let moved = try? moveToDocuments(prepared.name) else { return nil }
-            arrived.remove(Identity(prepared.status))
+            arrived.remove(prepared.identity)
             let reason = watcher.handler == nil && hooks == nil ? "on-arrival" : "handler"
             return Event(
                 .moved,

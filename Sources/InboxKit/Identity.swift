@@ -16,6 +16,15 @@ struct Identity: Hashable, Sendable {
         modifiedNanoseconds = status.modified.nanoseconds
     }
 
+    /// A folder's identity: device and inode alone, since its size and time change with what it holds.
+    init(folder status: FileStatus) {
+        device = status.device
+        inode = status.inode
+        size = 0
+        modifiedSeconds = 0
+        modifiedNanoseconds = 0
+    }
+
     /// `dev:ino:size:sec.nsec`, as the `id` field of `arrived` records.
     var text: String { "\(device):\(inode):\(size):\(modifiedSeconds).\(modifiedNanoseconds)" }
 

@@ -48,7 +48,8 @@ extension Inbox {
         let document = Document(path: Array(container.path(.documents).utf8) + [0x2F] + moved.bytes, name: moved)
         do {
             let file = try FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking])
-            try file.restoreOwnerWrite()
+            // A hard link made since the check would let the chmod reach another name: leave it read-only.
+            if try file.fileStatus().linkCount == 1 { try file.restoreOwnerWrite() }
             try documents.sync()
             try inboxFolder.sync()
         } catch {
@@ -102,6 +103,7 @@ extension Inbox {
             throw error.failure("move", itemPath(name))
         }
         var linked: FileName?
+        var claimRemoved = false
         do {
             let source = try FileDescriptor(at: inboxFolder.rawValue, claim, [.noFollow, .nonBlocking])
             let status = try source.fileStatus()
@@ -119,8 +121,14 @@ extension Inbox {
             if let linked { try journal.note("linked", linked, in: record) }
             try documents.sync()
             try system_unlinkat(inboxFolder.rawValue, claim)
+            claimRemoved = true
             try inboxFolder.sync()
         } catch {
+            // Once the claim is gone the copy is the item: keep it, and report the failed sync.
+            if claimRemoved {
+                journal.end(record)
+                throw error.failure("sync", container.path(.inbox))
+            }
             // Undo: the copy goes, the claim gets its name back (or a free one): the item stays in the Inbox.
             if let linked { try? system_unlinkat(documents.rawValue, linked) }
             _ = try? ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in

@@ -162,3 +162,65 @@ import Testing
         #expect(try String(contentsOfFile: container + "/Documents/Inbox/shared.txt", encoding: .utf8) == "shared")
     }
 }
+
+@Suite struct WatchServiceTests {
+    @Test func systemdHearsReadyOnceTheInboxIsWatched() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let socketPath = folder.path + "/notify.sock"
+        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        #expect(socket >= 0)
+        defer { close(socket) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(socketPath.utf8)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        #expect(bound == 0)
+        let watcher = try RunningWatcher(container, environment: ["NOTIFY_SOCKET": socketPath])
+        var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&poller, 1, 30_000) == 1, "a datagram arrived")
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+        #expect(String(decoding: buffer[..<max(count, 0)], as: UTF8.self) == "READY=1")
+        #expect(logRecords(container, event: "watch-started").count == 1, "READY=1 comes with watch-started")
+        #expect(try watcher.stop().status == 0)
+    }
+
+    @Test func statusReportsPlacesOverflowsScansAndLimits() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        #expect(
+            try InboxProcess.run("--container", container, "deliver", try folder.file("a.txt", "12345")).status == 0)
+        #expect(try InboxProcess.run("--container", container, "watch", "--once").status == 0)
+        let result = try InboxProcess.run("--container", container, "status", "--json")
+        #expect(result.status == 0)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [String: Any])
+        let places = try #require(object["places"] as? [String: [String: Int]])
+        #expect(places["inbox"] == ["files": 1, "bytes": 5])
+        #expect(places["documents"] == ["files": 0, "bytes": 0], "Documents is counted without its Inbox")
+        #expect(object["overflows"] as? Int == 0)
+        #expect((object["last_scan"] as? String)?.hasSuffix("Z") == true)
+        let limits = try #require(object["inotify"] as? [String: Int])
+        let queued = try String(contentsOfFile: "/proc/sys/fs/inotify/max_queued_events", encoding: .utf8)
+        #expect(limits["max_queued_events"] == Int(queued.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let text = try InboxProcess.run("--container", container, "status")
+        #expect(text.stdoutText.contains("not running"))
+    }
+
+    @Test func aFolderDroppedInArrivesWholeAndMovesWhole() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        try writeFiles(3, in: folder.path + "/album/inner", prefix: "photo")
+        try FileManager.default.moveItem(atPath: folder.path + "/album", toPath: container + "/Documents/Inbox/album")
+        let result = try InboxProcess.run("--container", container, "watch", "--once", "--on-arrival", "move")
+        #expect(result.status == 0, "\(result.stderr)")
+        let arrived = try #require(logRecords(container, event: "arrived").first)
+        #expect(arrived["type"] as? String == "folder")
+        #expect(arrived["size"] as? Int == 3 * "photo number 0\n".utf8.count)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/album/inner").count == 3)
+    }
+}
