@@ -71,6 +71,16 @@ extension FileDescriptor {
         }
     }
 
+    /// A faithful, durable copy: the contents of `source` (whose status is `status`), its access and
+    /// modification times, then fsync.
+    public func copyFile(from source: borrowing FileDescriptor, status: FileStatus) throws(Errno) {
+        try copyContents(from: source)
+        let modified = timespec(tv_sec: Int(status.modified.seconds), tv_nsec: Int(status.modified.nanoseconds))
+        let accessed = timespec(tv_sec: Int(status.accessed.seconds), tv_nsec: Int(status.accessed.nanoseconds))
+        try system_futimens(rawValue, accessed: accessed, modified: modified)
+        try sync()
+    }
+
     /// Adds the owner's write bit, as a file moved out of the Inbox gets back.
     public func restoreOwnerWrite() throws(Errno) {
         let mode = try fileStatus().mode

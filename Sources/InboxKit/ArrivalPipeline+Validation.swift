@@ -100,11 +100,7 @@ extension ArrivalPipeline {
     {
         let folder = inboxFolder.rawValue
         let copy = SharedDescriptor(try FileDescriptor(at: folder, ".", [.temporaryFile, .readWrite], mode: 0o444))
-        try copy.descriptor.copyContents(from: file.descriptor)
-        let modified = timespec(tv_sec: Int(status.modified.seconds), tv_nsec: Int(status.modified.nanoseconds))
-        let accessed = timespec(tv_sec: Int(status.accessed.seconds), tv_nsec: Int(status.accessed.nanoseconds))
-        try system_futimens(copy.rawValue, accessed: accessed, modified: modified)
-        try copy.sync()
+        try copy.descriptor.copyFile(from: file.descriptor, status: status)
         try system_linkOpenFile(copy.rawValue, folder, staging)
         do {
             try system_renameat2(folder, staging, folder, name, .exchange)

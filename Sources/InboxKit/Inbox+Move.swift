@@ -109,11 +109,7 @@ extension Inbox {
             let status = try source.fileStatus()
             let copy = try FileDescriptor(
                 at: documents.rawValue, ".", [.temporaryFile, .writeOnly], mode: status.mode | S_IWUSR)
-            try copy.copyContents(from: source)
-            let modified = timespec(tv_sec: Int(status.modified.seconds), tv_nsec: Int(status.modified.nanoseconds))
-            let accessed = timespec(tv_sec: Int(status.accessed.seconds), tv_nsec: Int(status.accessed.nanoseconds))
-            try system_futimens(copy.rawValue, accessed: accessed, modified: modified)
-            try copy.sync()
+            try copy.copyFile(from: source, status: status)
             linked = try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
                 try journal.note("try", candidate, in: record)
                 try system_linkOpenFile(copy.rawValue, documents.rawValue, candidate)
