@@ -1,0 +1,58 @@
+import Foundation
+
+/// The service's preferences, an XML property list at `Library/Preferences/inbox.plist`. Missing keys
+/// take their defaults; one-time setup writes the defaults so a person can see and edit them.
+public struct Preferences: Sendable, Equatable {
+    /// Inbox items not moved out are deleted after this many seconds (30 days).
+    public var inboxMaxAge: Int64 = 30 * 24 * 3600
+    /// Past this many bytes in the Inbox, the oldest items are deleted first (1 GiB).
+    public var inboxMaxBytes: Int64 = 1 << 30
+    /// Entries of tmp older than this many seconds are deleted (3 days).
+    public var tmpMaxAge: Int64 = 3 * 24 * 3600
+    /// Library/Caches is trimmed, least recently used first, down to this many bytes (512 MiB).
+    public var cachesMaxBytes: Int64 = 512 << 20
+
+    public init() {}
+
+    static let relativePath = "Library/Preferences/inbox.plist"
+
+    public static func path(_ container: Container) -> String { container.root + "/" + relativePath }
+
+    private static let keys: [(String, WritableKeyPath<Preferences, Int64>)] = [
+        ("inboxMaxAge", \.inboxMaxAge), ("inboxMaxBytes", \.inboxMaxBytes),
+        ("tmpMaxAge", \.tmpMaxAge), ("cachesMaxBytes", \.cachesMaxBytes),
+    ]
+
+    /// The container's preferences; defaults for a missing file or key. A file that is not a property
+    /// list of numbers fails with exit status 65.
+    public static func load(_ container: Container) throws(ContainerError) -> Preferences {
+        var preferences = Preferences()
+        guard let data = FileManager.default.contents(atPath: path(container)) else { return preferences }
+        guard let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any] else {
+            throw ContainerError(.badData, "'\(path(container))' is not a property list: fix or delete it")
+        }
+        for (key, keyPath) in keys {
+            guard let value = plist[key] else { continue }
+            guard let number = value as? NSNumber, number.int64Value >= 0 else {
+                throw ContainerError(
+                    .badData, "'\(key)' in '\(path(container))' must be a whole number of seconds or bytes")
+            }
+            preferences[keyPath: keyPath] = number.int64Value
+        }
+        return preferences
+    }
+
+    /// Writes the file with every key, keeping values already there; atomic (a temporary file renamed).
+    public static func writeDefaults(_ container: Container) throws(ContainerError) {
+        let current = try load(container)
+        var plist: [String: Any] = [:]
+        for (key, keyPath) in keys { plist[key] = current[keyPath: keyPath] }
+        let path = path(container)
+        do {
+            let data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw ContainerError(.cannotCreate, "cannot write '\(path)': \(error.localizedDescription)")
+        }
+    }
+}
