@@ -18,10 +18,12 @@ public struct Preferences: Sendable, Equatable {
 
     public static func path(_ container: Container) -> String { container.root + "/" + relativePath }
 
-    private static let keys: [(String, WritableKeyPath<Preferences, Int64>)] = [
-        ("inboxMaxAge", \.inboxMaxAge), ("inboxMaxBytes", \.inboxMaxBytes),
-        ("tmpMaxAge", \.tmpMaxAge), ("cachesMaxBytes", \.cachesMaxBytes),
-    ]
+    private static var keys: [(String, WritableKeyPath<Preferences, Int64>)] {
+        [
+            ("inboxMaxAge", \.inboxMaxAge), ("inboxMaxBytes", \.inboxMaxBytes),
+            ("tmpMaxAge", \.tmpMaxAge), ("cachesMaxBytes", \.cachesMaxBytes),
+        ]
+    }
 
     /// The container's preferences; defaults for a missing file or key. A file that is not a property
     /// list of numbers fails with exit status 65.
