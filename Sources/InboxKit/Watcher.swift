@@ -15,6 +15,8 @@ public struct WatchOptions: Sendable {
     public var once = false
     /// How often the whole Inbox is scanned even when no event says so.
     public var rescanInterval: Duration = .seconds(300)
+    /// How often the cleanup policy (DESIGN §5) is applied, first right after the start-up scan; nil: never.
+    public var cleanInterval: Duration? = .seconds(3600)
     /// The most arrivals handled in one group commit.
     public var maxBatch = 256
     /// Where the watcher says what it is doing (start, stop, overflows, rescans, errors), a line at a time.
@@ -116,6 +118,7 @@ public final class Watcher: Sendable {
         }
         queue.requestRescan("start-up")
         var nextRescan = ContinuousClock.now + options.rescanInterval
+        var nextClean = ContinuousClock.now
         while true {
             let batch = queue.take(timeout: min(.seconds(1), max(.zero, nextRescan - .now)))
             if batch.overflows > 0 {
@@ -135,6 +138,10 @@ public final class Watcher: Sendable {
             if let reason, !queue.isStopped {
                 try pipeline.scan(reason: reason, stop: { queue.isStopped }, handle: handle)
                 nextRescan = .now + options.rescanInterval
+            }
+            if let interval = options.cleanInterval, !queue.isStopped, ContinuousClock.now >= nextClean {
+                applyCleanupPolicy()
+                nextClean = .now + interval
             }
             if options.once || queue.isStopped { break }
         }

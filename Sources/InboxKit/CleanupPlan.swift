@@ -1,0 +1,221 @@
+import AppContainer
+
+/// One deletion the cleanup policy asks for.
+public struct CleanupEntry: Sendable, Equatable {
+    /// Where it is: `.inbox`, `.tmp` or `.caches`.
+    public let place: Place
+    /// Its names below the place's folder: one for an Inbox item or a tmp entry, more for a file deep in Caches.
+    public let components: [FileName]
+    /// Why it goes: `older than 30 days`, `inbox over 1073741824 bytes`, `tmp: app not running`, `caches over …`.
+    public let reason: String
+    /// What deleting it frees: a file's size, or the bytes of the regular files below a folder.
+    public let bytes: Int64
+    /// The device and inode when planned: the name is deleted only while it still holds this file.
+    public let device: UInt64
+    public let inode: UInt64
+
+    public init(place: Place, components: [FileName], reason: String, bytes: Int64, device: UInt64, inode: UInt64) {
+        self.place = place
+        self.components = components
+        self.reason = reason
+        self.bytes = bytes
+        self.device = device
+        self.inode = inode
+    }
+
+    /// The path below the container root, as the event log names it: `tmp/upload.part`.
+    public func relativePath(appName: String) -> [UInt8] {
+        var path = Array(place.relativePath(appName: appName).utf8)
+        for component in components { path += [0x2F] + component.bytes }
+        return path
+    }
+}
+
+/// The cleanup policy of DESIGN §5 applied to one container at one moment: which entries of the Inbox,
+/// tmp and Library/Caches go, and why.
+///
+/// Entries are produced as the folders are read, never all held at once: only the two size limits need an
+/// order, and for them a first pass sums the bytes and a second keeps just the oldest entries the limit
+/// needs. Walks never follow a symbolic link nor leave the place's filesystem. On an unchanged container a
+/// dry run and a real run produce the same entries in the same order. Nothing else is ever read or deleted:
+/// not Documents outside the Inbox, Application Support, Preferences, nor the bundle.
+public struct CleanupPlan: Sendable {
+    public let container: Container
+    public let policy: Preferences
+    /// Whether a watcher holds the container (the app "is running"): tmp then loses only its old entries.
+    public let appIsRunning: Bool
+    /// The moment ages are measured from.
+    public let now: Timestamp
+
+    /// A plan for `container`; `appIsRunning` nil asks whether a watcher holds the container's lock.
+    public init(container: Container, policy: Preferences, appIsRunning: Bool? = nil, now: Timestamp = .now()) {
+        self.container = container
+        self.policy = policy
+        self.appIsRunning = appIsRunning ?? (WatcherLock.holder(of: container) != nil)
+        self.now = now
+    }
+
+    /// Calls `body` with each entry to delete, in this order: Inbox items older than `inboxMaxAge`; then,
+    /// oldest first, the others while the Inbox holds more than `inboxMaxBytes`; tmp entries older than
+    /// `tmpMaxAge` (all of them when the app is not running); then the least recently used files of Caches
+    /// while it holds more than `cachesMaxBytes`. A missing place is skipped. `body` may delete each entry.
+    ///
+    /// `progress` counts each entry checked; `shouldStop` is asked as often and ends the walk early.
+    public func forEachEntry(
+        progress: CleanupProgress? = nil, shouldStop: @escaping () -> Bool = { false },
+        _ body: (CleanupEntry) throws(ContainerError) -> Void
+    ) throws(ContainerError) {
+        let walker = CleanupWalker(plan: self, progress: progress, shouldStop: shouldStop)
+        try walker.inbox(body)
+        try walker.tmp(body)
+        try walker.caches(body)
+    }
+
+    /// Every entry, in order. For small containers and tests; a large clean streams with `forEachEntry`.
+    public func entries() throws(ContainerError) -> [CleanupEntry] {
+        var entries: [CleanupEntry] = []
+        try forEachEntry { entries.append($0) }
+        return entries
+    }
+
+    /// Whether `time` lies more than `maxAge` seconds before `now`.
+    func isOlder(_ time: Timestamp, than maxAge: Int64) -> Bool {
+        let (age, overflow) = now.seconds.subtractingReportingOverflow(time.seconds)
+        return overflow ? time.seconds < 0 : age > maxAge
+    }
+}
+
+/// One walk of a plan: the place folders read in turn, each entry counted and checked against `shouldStop`.
+final class CleanupWalker {
+    let plan: CleanupPlan
+    let progress: CleanupProgress?
+    let shouldStop: () -> Bool
+    private(set) var stopped = false
+    /// The folders of Caches seen by the second pass, as (parent index, name); index 0 is Caches itself.
+    var folders: [(parent: Int, name: FileName?)] = []
+
+    init(plan: CleanupPlan, progress: CleanupProgress?, shouldStop: @escaping () -> Bool) {
+        self.plan = plan
+        self.progress = progress
+        self.shouldStop = shouldStop
+    }
+
+    /// Counts one entry checked; false once the walk should end.
+    func tick() -> Bool {
+        progress?.tick()
+        if !stopped && shouldStop() { stopped = true }
+        return !stopped
+    }
+
+    /// Opens a place's folder (refusing a symbolic link at any step); nil when it does not exist.
+    func open(_ place: Place) throws(ContainerError) -> FileDescriptor? {
+        do {
+            return try plan.container.openFolder(place)
+        } catch {
+            if error.cause == .noSuchFile { return nil }
+            throw error
+        }
+    }
+
+    /// Old Inbox items, then the oldest of the rest while the Inbox is over its limit. Staging names (a leading
+    /// `.`) are delivery's and the mover's, never items.
+    func inbox(_ body: (CleanupEntry) throws(ContainerError) -> Void) throws(ContainerError) {
+        guard let folder = try open(.inbox) else { return }
+        let policy = plan.policy
+        let shown = plan.container.path(.inbox)
+        let fd = folder.rawValue
+        var kept: Int64 = 0
+        try read(folder, shown) { name, status throws(ContainerError) in
+            guard !name.isHidden else { return }
+            let measure = measure(name, status, in: fd)
+            if plan.isOlder(measure.modified, than: policy.inboxMaxAge) {
+                try body(entry(.inbox, [name], CleanupPolicy.olderThan(policy.inboxMaxAge), measure.bytes, status))
+            } else {
+                kept += measure.bytes
+            }
+        }
+        guard kept > policy.inboxMaxBytes, !stopped else { return }
+        var oldest = OldestFirst(excess: kept - policy.inboxMaxBytes)
+        try read(folder, shown) { name, status throws(ContainerError) in
+            guard !name.isHidden else { return }
+            let measure = measure(name, status, in: fd)
+            guard !plan.isOlder(measure.modified, than: policy.inboxMaxAge) else { return }
+            oldest.add(OldestFirst.Candidate(time: measure.modified, bytes: measure.bytes, name: name, status: status))
+        }
+        guard !stopped else { return }
+        for candidate in oldest.sorted() {
+            try body(
+                entry(
+                    .inbox, [candidate.name], CleanupPolicy.inboxOver(policy.inboxMaxBytes), candidate.bytes,
+                    candidate.status))
+        }
+    }
+
+    /// Every tmp entry when the app is not running; else those whose newest modification is older than
+    /// `tmpMaxAge`. A folder goes whole; a symbolic link goes itself, never what it points at.
+    func tmp(_ body: (CleanupEntry) throws(ContainerError) -> Void) throws(ContainerError) {
+        guard let folder = try open(.tmp) else { return }
+        let maxAge = plan.policy.tmpMaxAge
+        let fd = folder.rawValue
+        try read(folder, plan.container.path(.tmp)) { name, status throws(ContainerError) in
+            let measure = measure(name, status, in: fd)
+            if !plan.appIsRunning {
+                try body(entry(.tmp, [name], CleanupPolicy.appNotRunning, measure.bytes, status))
+            } else if plan.isOlder(measure.modified, than: maxAge) {
+                try body(entry(.tmp, [name], CleanupPolicy.olderThan(maxAge), measure.bytes, status))
+            }
+        }
+    }
+
+    /// The least recently used files of Caches while it holds more than `cachesMaxBytes`. A file's last use is
+    /// its access time, or its modification time when later (where atime is not kept up to date).
+    func caches(_ body: (CleanupEntry) throws(ContainerError) -> Void) throws(ContainerError) {
+        guard !stopped, let folder = try open(.caches) else { return }
+        let limit = plan.policy.cachesMaxBytes
+        let shown = plan.container.path(.caches)
+        let device: UInt64
+        do {
+            device = try folder.fileStatus().device
+        } catch {
+            throw error.failure("read", shown)
+        }
+        var total: Int64 = 0
+        try walkFiles(folder, shown, device: device, register: false) { _, _, status in
+            total += status.kind == .regular ? status.size : 0
+        }
+        guard total > limit, !stopped else { return }
+        folders = [(0, nil)]
+        var oldest = OldestFirst(excess: total - limit)
+        try walkFiles(folder, shown, device: device, register: true) { index, name, status in
+            let bytes = status.kind == .regular ? status.size : 0
+            oldest.add(
+                OldestFirst.Candidate(
+                    time: max(status.accessed, status.modified), bytes: bytes, folder: index, name: name,
+                    status: status))
+        }
+        guard !stopped else { return }
+        for candidate in oldest.sorted() {
+            let components = path(ofFolder: candidate.folder) + [candidate.name]
+            try body(entry(.caches, components, CleanupPolicy.cachesOver(limit), candidate.bytes, candidate.status))
+        }
+    }
+
+    /// The names from Caches down to the folder at `index`.
+    private func path(ofFolder index: Int) -> [FileName] {
+        var names: [FileName] = []
+        var index = index
+        while index > 0, let name = folders[index].name {
+            names.append(name)
+            index = folders[index].parent
+        }
+        return names.reversed()
+    }
+
+    private func entry(_ place: Place, _ components: [FileName], _ reason: String, _ bytes: Int64, _ status: FileStatus)
+        -> CleanupEntry
+    {
+        CleanupEntry(
+            place: place, components: components, reason: reason, bytes: bytes, device: status.device,
+            inode: status.inode)
+    }
+}
