@@ -1,4 +1,5 @@
 import AppContainer
+import Glibc
 import InboxKit
 
 struct CleanCommand: Command {
@@ -28,20 +29,26 @@ struct CleanCommand: Command {
         let plan = CleanupPlan(container: container, policy: policy)
         let log = try EventLog(container: container)
         let progress = CleanupProgress.standardError()
+        // The progress line is erased before a line of output only where that line would land on it.
+        let outputIsTerminal = isatty(STDOUT_FILENO) == 1
         var json = arguments.flags.contains("--json") ? JSONArrayPrinter() : nil
         let summary: CleanupSummary
         do {
             summary = try plan.execute(dryRun: arguments.flags.contains("--dry-run"), log: log, progress: progress) {
                 outcome in
-                progress.clear()
+                if outputIsTerminal { progress.clear() }
                 if json != nil {
                     json?.print(outcome.json)
                 } else {
                     Output.line(bytes: outcome.line)
                 }
                 switch outcome.result {
-                case .failed(let error): Output.error("inbox: \(error.message)")
-                case .changed: Output.error("inbox: kept '\(outcome.shownPath)': it changed since it was planned")
+                case .failed(let error):
+                    progress.clear()
+                    Output.error("inbox: \(error.message)")
+                case .changed:
+                    progress.clear()
+                    Output.error("inbox: kept '\(outcome.shownPath)': it changed since it was planned")
                 case .planned, .deleted, .gone: break
                 }
             }
