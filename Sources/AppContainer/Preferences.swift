@@ -29,7 +29,11 @@ public struct Preferences: Sendable, Equatable {
     /// list of numbers fails with exit status 65.
     public static func load(_ container: Container) throws(ContainerError) -> Preferences {
         var preferences = Preferences()
-        guard let data = FileManager.default.contents(atPath: path(container)) else { return preferences }
+        // Read without following a symbolic link, like every other file of the container.
+        guard let bytes = try? FileDescriptor(path(container), [.noFollow, .nonBlocking]).readToEnd() else {
+            return preferences
+        }
+        let data = Data(bytes)
         guard let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any] else {
             throw ContainerError(.badData, "'\(path(container))' is not a property list: fix or delete it")
         }
