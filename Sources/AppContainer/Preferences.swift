@@ -30,10 +30,14 @@ public struct Preferences: Sendable, Equatable {
     public static func load(_ container: Container) throws(ContainerError) -> Preferences {
         var preferences = Preferences()
         // Read without following a symbolic link, like every other file of the container.
-        guard let bytes = try? FileDescriptor(path(container), [.noFollow, .nonBlocking]).readToEnd() else {
+        let data: Data
+        do {
+            data = Data(try FileDescriptor(path(container), [.noFollow, .nonBlocking]).readToEnd())
+        } catch .noSuchFile {
             return preferences
+        } catch {
+            throw error.failure("read the preferences", path(container))
         }
-        let data = Data(bytes)
         guard let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any] else {
             throw ContainerError(.badData, "'\(path(container))' is not a property list: fix or delete it")
         }
