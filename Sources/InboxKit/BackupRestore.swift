@@ -40,6 +40,7 @@ extension BackupArchive {
 
     /// `ownWorkingFolder` false forces the fallback for kernels that refuse `unshare(CLONE_FS)` (tests).
     func restore(into container: Container, ownWorkingFolder: Bool) throws(ContainerError) -> RestoreReport {
+        let archive = try openArchive()
         if let entry = try Self.userContent(container) {
             throw ContainerError(
                 .cannotCreate,
@@ -49,17 +50,24 @@ extension BackupArchive {
         if let pid = WatcherLock.holder(of: container) {
             throw ContainerError(.busy, "a watcher (pid \(pid)) holds '\(container.root)'; stop it, then restore")
         }
-        let archive: FileDescriptor
-        do {
-            archive = try FileDescriptor(path, [.readOnly])
-        } catch {
-            throw error.failure("open the backup", path)
-        }
         let root = try container.openFolder([])
         let job = RestoreJob(
             container: container, archive: archive.rawValue, root: root.rawValue, shown: path,
             ownWorkingFolder: ownWorkingFolder)
         return try job.runOnOwnThread()
+    }
+
+    /// The archive, open to read; a folder, FIFO or device is not one (exit status 65).
+    private func openArchive() throws(ContainerError) -> FileDescriptor {
+        do throws(Errno) {
+            let archive = try FileDescriptor(path, [.readOnly, .nonBlocking])
+            guard try archive.fileStatus().kind == .regular else { throw Errno.isDirectory }
+            return archive
+        } catch .isDirectory {
+            throw ContainerError(.badData, "'\(path)' is not a file, so not a tar archive")
+        } catch {
+            throw error.failure("open the backup", path)
+        }
     }
 
     /// The first thing in Documents but an empty Inbox folder, as `Documents/<name>`.
