@@ -54,7 +54,11 @@ extension BackupArchive {
         let job = RestoreJob(
             container: container, archive: archive.rawValue, root: root.rawValue, shown: path,
             ownWorkingFolder: ownWorkingFolder)
-        return try job.runOnOwnThread()
+        let report = try job.runOnOwnThread()
+        // Closed here, once the job that borrowed their raw descriptors is done.
+        try? archive.close()
+        try? root.close()
+        return report
     }
 
     /// The archive, open to read; a folder, FIFO or device is not one (exit status 65).
