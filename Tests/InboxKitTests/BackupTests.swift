@@ -110,7 +110,7 @@ import Testing
         #expect(entries["Documents/watch.lock"]?.included == true)
     }
 
-    @Test func theFlagIsSetReadAndClearedWithTheBytesMacOSWrites() throws {
+    @Test(.enabled(if: userAttributesWork)) func theFlagIsSetReadAndClearedWithTheBytesMacOSWrites() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let container = scratch.container
@@ -136,7 +136,7 @@ import Testing
         #expect(try plan(container)["Documents/big.iso"]?.included == true)
     }
 
-    @Test func aFlaggedFolderExcludesEverythingBelowIt() throws {
+    @Test(.enabled(if: userAttributesWork)) func aFlaggedFolderExcludesEverythingBelowIt() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let container = scratch.container
@@ -154,7 +154,7 @@ import Testing
         #expect(try !container.isExcludedFromBackup(at: inside), "the file has no flag of its own")
     }
 
-    @Test func theFlagIsRefusedOnLinksSpecialFilesTheBundleAndTheRoot() throws {
+    @Test(.enabled(if: userAttributesWork)) func theFlagIsRefusedOnLinksSpecialFilesTheBundleAndTheRoot() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let container = scratch.container
@@ -180,7 +180,7 @@ import Testing
         #expect(try !container.isExcludedFromBackup(at: [try name("Mail.app"), try name("Info.plist")]))
     }
 
-    @Test func aReadOnlyInboxItemIsFlaggedAndStaysReadOnly() throws {
+    @Test(.enabled(if: userAttributesWork)) func aReadOnlyInboxItemIsFlaggedAndStaysReadOnly() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let url = try scratch.inbox.deliver(data: Data("scan".utf8), suggestedName: "scan.pdf")
@@ -223,7 +223,7 @@ import Testing
         try runProgram("/usr/bin/tar", arguments)
     }
 
-    @Test func theArchiveHoldsExactlyTheIncludedEntriesAndGNUTarListsIt() throws {
+    @Test(.enabled(if: userAttributesWork)) func theArchiveHoldsExactlyTheIncludedEntriesAndGNUTarListsIt() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         try populated(scratch)
@@ -258,7 +258,7 @@ import Testing
         #expect(summary.files == plan.included.filter { $0.status.kind == .regular }.count)
     }
 
-    @Test(arguments: [true, false])
+    @Test(.enabled(if: userAttributesWork), arguments: [true, false])
     func aRestoreGivesBackEveryIncludedFileByteForByte(ownWorkingFolder: Bool) throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
@@ -424,6 +424,14 @@ import Testing
                 == .restore(path: Array("Documents/l".utf8), hardlink: nil))
     }
 }
+
+/// Whether the temporary folder's filesystem keeps `user.` extended attributes (the exclusion flag).
+let userAttributesWork: Bool = {
+    let path = FileManager.default.temporaryDirectory.path + "/inbox-xattr-probe-\(UUID().uuidString)"
+    guard let file = try? FileDescriptor(path, [.writeOnly, .create, .exclusive], mode: 0o644) else { return false }
+    defer { unlink(path) }
+    return (try? system_fsetxattr(file.rawValue, "user.inbox-probe", [1])) != nil
+}()
 
 /// Runs a program to its end: exit status, standard output, standard error.
 func runProgram(_ program: String, _ arguments: [String]) throws -> (Int32, String, String) {
