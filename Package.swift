@@ -21,9 +21,15 @@ let package = Package(
             name: "CMagic",
             providers: [.apt(["libmagic-dev"])]
         ),
+        .systemLibrary(
+            name: "CArchive",
+            providers: [.apt(["libarchive-dev"])]
+        ),
         .target(name: "CLinux"),
         .target(name: "AppContainer", dependencies: ["CLinux"]),
-        .target(name: "InboxKit", dependencies: ["AppContainer", "CCrypto", "CInotifyTools", "CLinux", "CMagic"]),
+        .target(
+            name: "InboxKit",
+            dependencies: ["AppContainer", "CArchive", "CCrypto", "CInotifyTools", "CLinux", "CMagic"]),
         .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),

@@ -5,6 +5,7 @@
 #include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/seccomp.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <sys/xattr.h>
@@ -27,6 +28,14 @@ int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, in
 
 ssize_t inbox_fgetxattr(int fd, const char *name, void *value, size_t size) {
     return fgetxattr(fd, name, value, size);
+}
+
+int inbox_fremovexattr(int fd, const char *name) {
+    return fremovexattr(fd, name);
+}
+
+int inbox_unshare_fs(void) {
+    return unshare(CLONE_FS);
 }
 
 int inbox_probe_read_lease(int fd) {

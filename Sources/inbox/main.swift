@@ -5,8 +5,12 @@ import Glibc
 
 let commands: [any Command.Type] = [
     InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, WatchCommand.self,
-    StatusCommand.self, DemoCommand.self, CleanCommand.self,
+    StatusCommand.self, DemoCommand.self, CleanCommand.self, BackupPlanCommand.self, ExcludeFromBackupCommand.self,
+    BackupCommand.self, RestoreCommand.self,
 ]
+
+/// Wide enough for the longest command name, so none is cut.
+let nameWidth = (commands.map { $0.name.count }.max() ?? 0) + 2
 
 let overview = """
     OVERVIEW: Hand files to an app through its Inbox, the iOS container rules on Linux.
@@ -14,7 +18,7 @@ let overview = """
     USAGE: inbox [--container DIR] COMMAND ...
 
     COMMANDS:
-    \(commands.map { "  " + $0.name.padding(toLength: 10, withPad: " ", startingAt: 0) + $0.abstract }.joined(separator: "\n"))
+    \(commands.map { "  " + $0.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + $0.abstract }.joined(separator: "\n"))
 
     See 'inbox COMMAND --help' for a command's options.
     """

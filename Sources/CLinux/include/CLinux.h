@@ -11,6 +11,10 @@ ssize_t inbox_copy_file_range(int fd_in, int fd_out, size_t len);
 
 int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags);
 ssize_t inbox_fgetxattr(int fd, const char *name, void *value, size_t size);
+int inbox_fremovexattr(int fd, const char *name);
+
+/// unshare(CLONE_FS): the calling thread gets its own working folder, root and umask (no privilege needed).
+int inbox_unshare_fs(void);
 
 /// Takes and at once drops a read lease on `fd`: 0 when nobody has the file open for writing,
 /// -1 with errno EAGAIN when someone has, -1 with another errno when leases are unavailable.

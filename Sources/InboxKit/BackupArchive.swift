@@ -1,0 +1,241 @@
+import AppContainer
+import CArchive
+import Glibc
+
+/// What `BackupArchive.write(from:)` put in the archive.
+public struct BackupSummary: Sendable {
+    /// The archive's absolute path.
+    public let path: String
+    public let files: Int
+    public let folders: Int
+    public let links: Int
+    /// The bytes of the files' contents.
+    public let bytes: Int64
+}
+
+/// A tar archive of a container's backup (DESIGN §6, §10): POSIX pax, which GNU tar reads, written and read
+/// with libarchive. Paths in it are relative to the container root; names are stored as their exact bytes.
+public struct BackupArchive: Sendable {
+    public let path: String
+
+    public init(path: String) {
+        self.path = path
+    }
+
+    /// Writes exactly the plan's included entries (`BackupPlan`) and the folders that lead to them, with their
+    /// modes, owners and modification times. Each file is read through a descriptor opened with O_NOFOLLOW, up
+    /// to the size it had when opened; one gone or replaced by then is left out. The archive is written under a
+    /// temporary name beside `path`, synced, then renamed over `path`.
+    ///
+    /// `path` may not lie in a place that is backed up, nor in the bundle (exit status 77): the archive would
+    /// hold itself. `Library/Caches`, `tmp` and anywhere outside the container are fine.
+    public func write(from container: Container) throws(ContainerError) -> BackupSummary {
+        try withUTF8Names { () throws(ContainerError) in try writeArchive(from: container) }
+    }
+
+    private func writeArchive(from container: Container) throws(ContainerError) -> BackupSummary {
+        let (folderPath, name, shown) = try destination(container)
+        let folder = try open(shown, "open the folder of") { () throws(Errno) in
+            try FileDescriptor(folderPath, [.directory])
+        }
+        let folderFD = folder.rawValue
+        let temporary = FileName(".inbox-backup-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).partial") ?? name
+        let file = try open(shown, "create the backup") { () throws(Errno) in
+            try FileDescriptor(at: folderFD, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600)
+        }
+        var finished = false
+        defer { if !finished { try? system_unlinkat(folderFD, temporary) } }
+
+        let writer = try ArchiveWriter(fd: file.rawValue, shown: shown)
+        var counts = (files: 0, folders: 0, links: 0, bytes: Int64(0))
+        var written: Set<[UInt8]> = []
+        try BackupWalk(container: container).run { entry, parent, entryName, above throws(ContainerError) in
+            guard entry.isIncluded else { return }
+            for folder in above where !written.contains(folder.path) {
+                try writer.header(folder.path + [0x2F], type: S_IFDIR, folder.status, folder.owner)
+                written.insert(folder.path)
+                counts.folders += 1
+            }
+            switch entry.status.kind {
+            case .directory:
+                try writer.header(entry.path + [0x2F], type: S_IFDIR, entry.status, entry.owner)
+                written.insert(entry.path)
+                counts.folders += 1
+            case .symbolicLink:
+                try writer.header(entry.path, type: S_IFLNK, entry.status, entry.owner, link: entry.linkTarget)
+                counts.links += 1
+            case .regular:
+                if let size = try writer.file(entry, in: parent, entryName, container: container) {
+                    counts.files += 1
+                    counts.bytes += size
+                }
+            default:
+                return
+            }
+        }
+        try writer.close()
+        do {
+            try file.sync()
+            try system_renameat2(folderFD, temporary, folderFD, name, [])
+            finished = true
+            try folder.sync()
+        } catch {
+            throw error.failure("finish the backup", shown)
+        }
+        return BackupSummary(
+            path: shown, files: counts.files, folders: counts.folders, links: counts.links, bytes: counts.bytes)
+    }
+
+    private func open(_ shown: String, _ doing: String, _ body: () throws(Errno) -> FileDescriptor)
+        throws(ContainerError) -> FileDescriptor
+    {
+        do {
+            return try body()
+        } catch {
+            throw error.failure(doing, shown)
+        }
+    }
+
+    /// The folder the archive goes in (resolved), its name, and its absolute path; refuses a place of the
+    /// container that a backup holds.
+    private func destination(_ container: Container) throws(ContainerError) -> (String, FileName, String) {
+        let bytes = Array(path.utf8)
+        let slash = bytes.lastIndex(of: 0x2F)
+        let folderBytes = slash.map { $0 == 0 ? [0x2F] : Array(bytes[..<$0]) } ?? [0x2E]
+        guard let name = FileName(bytes: slash.map { bytes[($0 + 1)...] } ?? bytes[...]), !name.isDotOrDotDot else {
+            throw ContainerError(.usage, "'\(path)' names no file to write the backup to")
+        }
+        let folder: String
+        do {
+            folder = String(decoding: try system_realpath(folderBytes), as: UTF8.self)
+        } catch {
+            throw error.failure("find the folder of", path)
+        }
+        let shown = (folder == "/" ? "" : folder) + "/" + name.string
+        guard folder == container.root || folder.hasPrefix(container.root + "/") else { return (folder, name, shown) }
+        let components = BackupRules.components(String(folder.dropFirst(container.root.count))) + [name]
+        let place = Place.containing(components, appName: container.appName)
+        if let place, place != .bundle, !place.rules.isBackedUp { return (folder, name, shown) }
+        throw ContainerError(
+            .refused,
+            "'\(shown)' is in the container where a backup would hold itself: write it outside the container or in tmp"
+        )
+    }
+}
+
+/// Runs `body` with this thread's character set UTF-8 (`uselocale`, for this thread alone): libarchive then
+/// writes a UTF-8 name as text in the pax header, which GNU tar reads as it is, and reads one back exactly. Any
+/// other name is kept as raw bytes (`hdrcharset=BINARY`, which GNU tar reads with a warning).
+func withUTF8Names<R>(_ body: () throws(ContainerError) -> R) throws(ContainerError) -> R {
+    guard let utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", nil) else { return try body() }
+    let previous = uselocale(utf8)
+    defer {
+        uselocale(previous)
+        freelocale(utf8)
+    }
+    return try body()
+}
+
+/// libarchive's pax writer on an open descriptor.
+final class ArchiveWriter {
+    private let archive: OpaquePointer
+    private let shown: String
+    private var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+
+    init(fd: CInt, shown: String) throws(ContainerError) {
+        guard let archive = archive_write_new() else {
+            throw ContainerError(.failure, "cannot write the backup '\(shown)': libarchive made no writer")
+        }
+        self.archive = archive
+        self.shown = shown
+        guard archive_write_set_format_pax(archive) == ARCHIVE_OK,
+            archive_write_open_fd(archive, fd) == ARCHIVE_OK
+        else { throw failure() }
+    }
+
+    deinit {
+        archive_write_free(archive)
+    }
+
+    /// One entry's header; a regular file's contents follow with `write`.
+    func header(
+        _ path: [UInt8], type: mode_t, _ status: FileStatus, _ owner: (uid: UInt32, gid: UInt32), size: Int64 = 0,
+        link: [UInt8]? = nil
+    ) throws(ContainerError) {
+        guard let entry = archive_entry_new() else { throw failure() }
+        defer { archive_entry_free(entry) }
+        path.withCString { archive_entry_copy_pathname(entry, $0) }
+        archive_entry_set_filetype(entry, UInt32(type))
+        archive_entry_set_perm(entry, type == S_IFLNK ? 0o777 : status.mode & 0o7777)
+        archive_entry_set_uid(entry, la_int64_t(owner.uid))
+        archive_entry_set_gid(entry, la_int64_t(owner.gid))
+        archive_entry_set_mtime(entry, time_t(status.modified.seconds), Int(status.modified.nanoseconds))
+        archive_entry_set_size(entry, size)
+        if let link { link.withCString { archive_entry_copy_symlink(entry, $0) } }
+        guard archive_write_header(archive, entry) >= ARCHIVE_WARN else { throw failure() }
+    }
+
+    /// A regular file: opened with O_NOFOLLOW in its folder, its header, then its contents up to the size it
+    /// had when opened. Returns that size, or nil when the file is gone or is no longer a regular file.
+    func file(_ entry: BackupPlan.Entry, in folder: CInt, _ name: FileName, container: Container)
+        throws(ContainerError) -> Int64?
+    {
+        let shownFile = container.root + "/" + String(decoding: entry.path, as: UTF8.self)
+        guard let source = try openRegular(in: folder, name, shownFile) else { return nil }
+        let status: FileStatus
+        do {
+            status = try source.fileStatus()
+        } catch {
+            throw error.failure("read", shownFile)
+        }
+        guard status.kind == .regular else { return nil }
+        try header(entry.path, type: S_IFREG, status, entry.owner, size: status.size)
+        var remaining = status.size
+        while remaining > 0 {
+            let count: Int
+            do {
+                count = try buffer.withUnsafeMutableBytes { raw in
+                    Result(catching: { () throws(Errno) in
+                        try source.read(
+                            into: UnsafeMutableRawBufferPointer(rebasing: raw[..<Int(min(remaining, Int64(raw.count)))])
+                        )
+                    })
+                }.get()
+            } catch {
+                throw error.failure("read", shownFile)
+            }
+            if count == 0 { break }  // shrank since it was opened: libarchive pads the entry with zeros
+            let wrote = buffer.withUnsafeBytes { archive_write_data(archive, $0.baseAddress, count) }
+            guard wrote >= 0 else { throw failure() }
+            remaining -= Int64(count)
+        }
+        return status.size
+    }
+
+    /// Opens a file to read, never following a link; nil when it is gone or was replaced by a link.
+    private func openRegular(in folder: CInt, _ name: FileName, _ shown: String) throws(ContainerError)
+        -> FileDescriptor?
+    {
+        do {
+            return try FileDescriptor(at: folder, name, [.readOnly, .noFollow, .nonBlocking])
+        } catch .noSuchFile, .tooManySymbolicLinks {
+            return nil
+        } catch {
+            throw error.failure("read", shown)
+        }
+    }
+
+    /// Writes the end of the archive and flushes it to the descriptor.
+    func close() throws(ContainerError) {
+        guard archive_write_close(archive) == ARCHIVE_OK else { throw failure() }
+    }
+
+    /// libarchive's error, with the exit status of its errno where it has one.
+    private func failure() -> ContainerError {
+        let message = archive_error_string(archive).map { String(cString: $0) } ?? "libarchive failed"
+        let errno = archive_errno(archive)
+        let code = errno > 0 ? Errno(rawValue: errno).failure("", "").code : ContainerError.Code.ioError
+        return ContainerError(
+            code, "cannot write the backup '\(shown)': \(message)", cause: errno > 0 ? Errno(rawValue: errno) : nil)
+    }
+}
