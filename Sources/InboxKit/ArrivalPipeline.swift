@@ -70,8 +70,10 @@ final class ArrivalPipeline {
             try folder.descriptor.forEachEntry { name throws(Errno) in
                 guard !name.isHidden else { return true }
                 found += 1
-                if let status = try? fileStatus(in: folder.rawValue, name), arrived.contains(Identity(status)) {
-                    scanPresent?.insert(Identity(status))
+                // Only kept arrivals need the look: with none (on-arrival move), a scan costs no extra stat.
+                if !arrived.isEmpty, let status = try? fileStatus(in: folder.rawValue, name) {
+                    let identity = status.kind == .directory ? Identity(folder: status) : Identity(status)
+                    if arrived.contains(identity) { scanPresent?.insert(identity) }
                 }
                 chunk.append(name)
                 guard chunk.count >= watcher.options.maxBatch else { return true }

@@ -223,4 +223,15 @@ import Testing
         #expect(arrived["size"] as? Int == 3 * "photo number 0\n".utf8.count)
         #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/album/inner").count == 3)
     }
+
+    @Test func aKeptFolderArrivesOnceAcrossScans() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        try writeFiles(2, in: folder.path + "/kept", prefix: "page")
+        try FileManager.default.moveItem(atPath: folder.path + "/kept", toPath: container + "/Documents/Inbox/kept")
+        for _ in 0..<3 {
+            #expect(try InboxProcess.run("--container", container, "watch", "--once").status == 0)
+        }
+        #expect(logRecords(container, event: "arrived").count == 1, "a kept folder is not handled again")
+    }
 }
