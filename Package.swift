@@ -22,7 +22,7 @@ let package = Package(
             providers: [.apt(["libmagic-dev"])]
         ),
         .target(name: "CLinux"),
-        .target(name: "AppContainer", dependencies: ["CLinux"]),
+        .target(name: "AppContainer", dependencies: ["CCrypto", "CLinux"]),
         .target(name: "InboxKit", dependencies: ["AppContainer", "CCrypto", "CInotifyTools", "CLinux", "CMagic"]),
         .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),

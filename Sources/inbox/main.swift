@@ -5,7 +5,7 @@ import Glibc
 
 let commands: [any Command.Type] = [
     InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, WatchCommand.self,
-    StatusCommand.self, DemoCommand.self,
+    StatusCommand.self, DemoCommand.self, VerifyCommand.self,
 ]
 
 let overview = """
