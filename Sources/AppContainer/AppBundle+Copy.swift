@@ -110,7 +110,10 @@ final class TreeCopy {
             let link = try system_readlinkat(source, name)
             if mode == .templates {
                 let leads = Tree.resolve(entry.dropLast().map(\.bytes) + Tree.split(link), in: root)
-                guard link.first != 0x2F, leads != nil, shouldContinue() else { return nil }
+                guard link.first != 0x2F, leads != nil else { return nil }
+                guard shouldContinue() else {
+                    throw ContainerError(.failure, "the copy of '\(shown)' was interrupted")
+                }
             }
             do {
                 try system_symlinkat(link, target, name)

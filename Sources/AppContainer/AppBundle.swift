@@ -103,4 +103,10 @@ public struct SealReport: Sendable, Equatable {
     public let resources: Int
     /// Sorted by path.
     public let problems: [SealProblem]
+
+    public init(state: State, resources: Int, problems: [SealProblem]) {
+        self.state = state
+        self.resources = resources
+        self.problems = problems
+    }
 }

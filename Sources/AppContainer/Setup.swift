@@ -13,6 +13,12 @@ public enum Setup {
         public let templatesKept: Int
         /// Whether `Library/Preferences/inbox.plist` was written (with every key, existing values kept).
         public let preferencesWritten: Bool
+
+        public init(templatesCopied: Int, templatesKept: Int, preferencesWritten: Bool) {
+            self.templatesCopied = templatesCopied
+            self.templatesKept = templatesKept
+            self.preferencesWritten = preferencesWritten
+        }
     }
 
     /// The bundle's folder of templates.
