@@ -5,7 +5,7 @@ import Glibc
 final class TreeCopy {
     enum Mode {
         /// Into a new, private folder: every file is created, `_CodeSignature` at the top is left out, a name
-        /// that is not UTF-8 or a special file is refused. Links are copied as they are (checked by the seal).
+        /// that is not UTF-8 or a special file is refused. Links are copied as they are, and checked as the copy is sealed.
         case install
         /// Into a folder with content of its own: nothing there is replaced, each file appears whole (an
         /// unnamed file given its name when complete), files get their owner's write bit, links are copied only

@@ -23,6 +23,13 @@ extension AppBundle {
         return report
     }
 
+    /// Whether the bundle holds `_CodeSignature/CodeResources`, whatever its state.
+    public var isSealed: Bool {
+        guard let root = try? FileDescriptor(path, [.directory, .noFollow]) else { return false }
+        if case .missing = readSeal(root.rawValue) { return false }
+        return true
+    }
+
     /// Refuses a broken seal with exit status 65, naming the first problem; a bundle never sealed passes.
     public func checkSeal() throws(ContainerError) {
         let report = try verify()

@@ -51,11 +51,6 @@ public struct AppBundle: Sendable {
         let full = resolved.isEmpty ? path : path + "/" + Tree.text(resolved)
         return URL(fileURLWithPath: full, isDirectory: status.kind == .directory)
     }
-
-    /// Whether the bundle holds a seal (`_CodeSignature/CodeResources`, whatever its state).
-    public var isSealed: Bool {
-        (try? fileStatus(in: currentDirectory, path + "/" + Self.codeResourcesPath)) != nil
-    }
 }
 
 /// One difference between a bundle and its seal.

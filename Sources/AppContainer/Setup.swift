@@ -39,10 +39,11 @@ public enum Setup {
     /// Runs setup unless it is done; returns nil when it was. One run at a time per container (`setup.lock`):
     /// a second caller waits, then finds it done.
     ///
-    /// Templates are copied without replacing anything: each file is written unnamed and given its name only
-    /// when whole, so a run cut short (even by SIGKILL) leaves whole files and the next run copies the rest.
-    /// A template folder's `inbox` at the top, the service's own state, is not copied. Then the filesystem is
-    /// synced and `setup.done` written under a temporary name, fsynced and renamed.
+    /// Templates are copied without replacing anything: each file is written unnamed (`O_TMPFILE`; a hidden
+    /// name where the filesystem has none) and given its name only when whole, so a run cut short (even by
+    /// SIGKILL) leaves whole files and the next run copies the rest. `Templates/inbox`, the name of the
+    /// service's own state, is not copied. Then the filesystem is synced and `setup.done` written under a
+    /// temporary name, fsynced and renamed.
     ///
     /// - Parameter shouldContinue: asked before each template file; when it returns false, setup stops
     ///   unfinished (exit status 1) and runs again next time.
