@@ -26,7 +26,7 @@ let package = Package(
             providers: [.apt(["libarchive-dev"])]
         ),
         .target(name: "CLinux"),
-        .target(name: "AppContainer", dependencies: ["CLinux"]),
+        .target(name: "AppContainer", dependencies: ["CCrypto", "CLinux"]),
         .target(
             name: "InboxKit",
             dependencies: ["AppContainer", "CArchive", "CCrypto", "CInotifyTools", "CLinux", "CMagic"]),

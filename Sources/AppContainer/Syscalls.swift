@@ -102,6 +102,35 @@ public func system_mkdirat(_ directory: CInt, _ path: some CStringConvertible, m
     }
 }
 
+/// `symlinkat(target, directory, path)`: makes a symbolic link holding `target`, which is not looked at.
+@inline(never)
+public func system_symlinkat(_ target: [UInt8], _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {
+    try withCPath(target) { target throws(Errno) in
+        try withCPath(path) { path throws(Errno) in
+            _ = try valueOrErrno { symlinkat(target, directory, path) }
+        }
+    }
+}
+
+/// `readlinkat`: the target a symbolic link holds, exact to the byte.
+@inline(never)
+public func system_readlinkat(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> [UInt8] {
+    let capacity = Int(PATH_MAX) + 1
+    let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: capacity)
+    defer { buffer.deallocate() }
+    let count = try withCPath(path) { path throws(Errno) in
+        try valueOrErrno { readlinkat(directory, path, buffer, capacity) }
+    }
+    guard count < capacity else { throw Errno.nameTooLong }
+    return UnsafeBufferPointer(start: buffer, count: count).map { UInt8(bitPattern: $0) }
+}
+
+/// `syncfs`: writes out everything cached for the filesystem that holds `fd`, in one call.
+@inline(never)
+public func system_syncfs(_ fd: CInt) throws(Errno) {
+    _ = try valueOrErrno { inbox_syncfs(fd) }
+}
+
 /// `linkat(fd, "", directory, path, AT_EMPTY_PATH)`: gives a name to an open file, such as an `O_TMPFILE` one.
 @inline(never)
 public func system_linkOpenFile(_ fd: CInt, _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {

@@ -22,6 +22,10 @@ ssize_t inbox_copy_file_range(int fd_in, int fd_out, size_t len) {
     return copy_file_range(fd_in, NULL, fd_out, NULL, len, 0);
 }
 
+int inbox_syncfs(int fd) {
+    return syncfs(fd);
+}
+
 int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags) {
     return fsetxattr(fd, name, value, size, flags);
 }

@@ -46,6 +46,8 @@ final class ArrivalPipeline {
     init(watcher: Watcher) throws(ContainerError) {
         self.watcher = watcher
         inboxFolder = SharedDescriptor(try watcher.inbox.container.openFolder(.inbox))
+        // Arrivals are moved into Documents: checked once against its rules, not per file.
+        try watcher.inbox.container.checkWritable(components: watcher.inbox.container.components(of: .documents))
         documents = SharedDescriptor(try watcher.inbox.container.openFolder(.documents))
         inspector = try ContentInspector()
         hooks = watcher.options.exec.map {

@@ -26,6 +26,7 @@ extension Inbox {
     /// into the Inbox under a unique name (`report.pdf`, `report-1.pdf`, …). The batch shares one fsync of the
     /// Inbox folder, after which each delivery is logged. No reader ever sees a partial file in the Inbox.
     public func deliver(_ sources: [DeliverySource]) throws(ContainerError) -> [InboxItem] {
+        try container.checkWritable(components: container.components(of: .inbox), by: .delivery)
         let folder = try container.openFolder(.inbox)
         var delivered: [InboxItem] = []
         for source in sources {

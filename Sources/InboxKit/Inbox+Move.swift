@@ -14,6 +14,7 @@ extension Inbox {
             throw ContainerError(.refused, "'\(itemPath(name))' is a staging name, not an Inbox item")
         }
         recoverInterruptedMoves()
+        try container.checkWritable(components: container.components(of: .documents))
         let inboxFolder = try container.openFolder(.inbox)
         let documents = try container.openFolder(.documents)
         let status: FileStatus

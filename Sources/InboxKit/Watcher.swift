@@ -86,6 +86,8 @@ public final class Watcher: Sendable {
     /// Runs until `stop()` (or, with `once`, until the Inbox has been handled). Only one watcher runs per
     /// container: a second fails with exit status 75.
     public func run() throws(ContainerError) {
+        // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
+        try AppBundle(container: inbox.container).checkSeal()
         guard
             Watcher.inotifyInUse.withLock({ inUse in
                 defer { inUse = true }
@@ -98,6 +100,9 @@ public final class Watcher: Sendable {
         defer { Watcher.inotifyInUse.withLock { $0 = false } }
         let lock = try WatcherLock(container: inbox.container)
         defer { withExtendedLifetime(lock) {} }
+        // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
+        let setup = BackgroundSetup.start(inbox, report: { [self] in report($0) })
+        defer { setup?.finish(waiting: options.once && !queue.isStopped) }
         inbox.recoverInterruptedMoves()
         let pipeline = try ArrivalPipeline(watcher: self)
         try pipeline.recoverInterruptedBatch()

@@ -4,14 +4,20 @@ import InboxKit
 
 struct InitCommand: Command {
     static let name = "init"
-    static let abstract = "Create the container layout (idempotent); the root is mode 0700."
-    static let usage = "init [--app NAME]"
-    static let options = [("--app NAME", "the app's name: the bundle is NAME.app (default: App)")]
-    static let spec = Arguments.Spec(valued: ["--app"])
+    static let abstract = "Create the container layout (idempotent), seal a bundle, run one-time setup."
+    static let usage = "init [--app NAME] [--bundle DIR]"
+    static let options = [
+        ("--app NAME", "the app's name: the bundle is NAME.app (default: App)"),
+        ("--bundle DIR", "install DIR as NAME.app and seal it (once per container; again only if identical)"),
+    ]
+    static let spec = Arguments.Spec(valued: ["--app", "--bundle"])
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         let container = try Container.create(at: containerPath, appName: arguments.string("--app"))
-        try Inbox(container: container).sweepAbandonedStaging()
+        if let bundle = arguments.string("--bundle") { try AppBundle(container: container).install(from: bundle) }
+        let inbox = try Inbox(container: container)
+        try inbox.sweepAbandonedStaging()
+        try inbox.runSetup()
         Output.line(container.root)
     }
 }

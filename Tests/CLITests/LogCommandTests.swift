@@ -3,7 +3,7 @@ import Testing
 
 /// `inbox log` against a log that real commands wrote.
 @Suite struct LogCommandTests {
-    /// A container with three deliveries and one move logged.
+    /// A container with one-time setup (run by `init`), three deliveries and one move logged.
     private func loggedContainer(_ folder: TemporaryFolder) throws -> String {
         let container = try folder.container()
         let files = try ["a.txt", "b.txt", "c.txt"].map { try folder.file($0, $0) }
@@ -21,8 +21,9 @@ import Testing
         let records = try result.lines.map { line in
             try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
         }
-        #expect(records.compactMap { $0["event"] as? String } == ["delivered", "delivered", "delivered", "moved"])
-        #expect(records.compactMap { $0["seq"] as? Int } == [1, 2, 3, 4])
+        #expect(
+            records.compactMap { $0["event"] as? String } == ["setup", "delivered", "delivered", "delivered", "moved"])
+        #expect(records.compactMap { $0["seq"] as? Int } == [1, 2, 3, 4, 5])
         #expect(records.last?["from"] as? String == "Documents/Inbox/b.txt")
         #expect(records.last?["to"] as? String == "Documents/b.txt")
         #expect(records.allSatisfy { ($0["time"] as? String)?.hasSuffix("Z") == true })
@@ -32,9 +33,9 @@ import Testing
     @Test func sinceAndEventFilter() throws {
         let folder = try TemporaryFolder()
         let container = try loggedContainer(folder)
-        let since = try InboxProcess.run("--container", container, "log", "--json", "--since", "2")
+        let since = try InboxProcess.run("--container", container, "log", "--json", "--since", "3")
         #expect(since.lines.count == 2)
-        #expect(since.lines.first?.hasPrefix(#"{"seq":3,"#) == true)
+        #expect(since.lines.first?.hasPrefix(#"{"seq":4,"#) == true)
         let moved = try InboxProcess.run("--container", container, "log", "--event", "moved")
         #expect(moved.status == 0)
         #expect(moved.lines.count == 1)
@@ -48,13 +49,13 @@ import Testing
         let folder = try TemporaryFolder()
         let container = try loggedContainer(folder)
         let follower = try InboxProcess.start(
-            ["--container", container, "log", "--follow", "--json", "--since", "4"].map { Array($0.utf8) })
+            ["--container", container, "log", "--follow", "--json", "--since", "5"].map { Array($0.utf8) })
         let late = try folder.file("late.txt", "late")
         #expect(try InboxProcess.run("--container", container, "deliver", late).status == 0)
         let seen = follower.readStdout { $0.contains("late.txt") }
         _ = follower.terminate()
-        #expect(seen.contains(#""seq":5"#))
+        #expect(seen.contains(#""seq":6"#))
         #expect(seen.contains("Documents/Inbox/late.txt"))
-        #expect(!seen.contains(#""seq":4"#), "--since is honoured while following")
+        #expect(!seen.contains(#""seq":5"#), "--since is honoured while following")
     }
 }

@@ -8,6 +8,8 @@
 /// Linux calls and constants that Glibc hides from Swift behind _GNU_SOURCE.
 int inbox_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 ssize_t inbox_copy_file_range(int fd_in, int fd_out, size_t len);
+/// syncfs(2): writes out everything cached for the filesystem that holds `fd`.
+int inbox_syncfs(int fd);
 
 int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags);
 ssize_t inbox_fgetxattr(int fd, const char *name, void *value, size_t size);

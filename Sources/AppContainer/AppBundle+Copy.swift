@@ -1,0 +1,192 @@
+import Glibc
+
+/// Copies a folder tree into another, never following a symbolic link: a bundle into its staging folder
+/// (`.install`), or the bundle's templates into Application Support (`.templates`).
+final class TreeCopy {
+    enum Mode {
+        /// Into a new, private folder: every file is created, `_CodeSignature` at the top is left out, a name
+        /// that is not UTF-8 or a special file is refused. Links are copied as they are, and checked as the copy is sealed.
+        case install
+        /// Into a folder with content of its own: nothing there is replaced, each file appears whole (an
+        /// unnamed file given its name when complete), files get their owner's write bit, links are copied only
+        /// when they stay inside the source, special files and `inbox` at the top are left out.
+        case templates
+    }
+
+    let mode: Mode
+    /// The source folder, for messages.
+    let shown: String
+    /// Asked before each file in `.templates` mode; false interrupts the copy (exit status 1).
+    let shouldContinue: () -> Bool
+    /// Files and links created.
+    private(set) var copied = 0
+    /// Files and links left as they were because something already had their name.
+    private(set) var kept = 0
+
+    init(mode: Mode, shown: String, shouldContinue: @escaping () -> Bool = { true }) {
+        self.mode = mode
+        self.shown = shown
+        self.shouldContinue = shouldContinue
+    }
+
+    func copy(_ source: borrowing FileDescriptor, into target: borrowing FileDescriptor) throws(ContainerError) {
+        try copyFolder(source.rawValue, into: target.rawValue, root: source.rawValue, path: [])
+    }
+
+    private func copyFolder(_ source: CInt, into target: CInt, root: CInt, path: [FileName]) throws(ContainerError) {
+        guard path.count < Tree.maxDepth else {
+            throw ContainerError(.badData, "'\(shown)/\(Tree.text(path))' is nested too deep")
+        }
+        let names: [FileName]
+        do {
+            names = try FileDescriptor(owning: try system_dup(source)).entries().sorted()
+        } catch {
+            throw error.failure("read the folder", shown + "/" + Tree.text(path))
+        }
+        for name in names {
+            let entry = path + [name]
+            if path.isEmpty && name.string == (mode == .install ? "_CodeSignature" : "inbox") { continue }
+            let folders: (source: CInt, target: CInt)?
+            do {
+                folders = try copyEntry(name, entry, from: source, into: target, root: root)
+            } catch let error as ContainerError {
+                throw error
+            } catch let error as Errno {
+                throw error.failure("copy", shown + "/" + Tree.text(entry))
+            } catch {
+                throw ContainerError(.failure, "cannot copy '\(shown)/\(Tree.text(entry))': \(error)")
+            }
+            guard let folders else { continue }
+            defer {
+                try? system_close(folders.source)
+                try? system_close(folders.target)
+            }
+            try copyFolder(folders.source, into: folders.target, root: root, path: entry)
+        }
+    }
+
+    /// Copies one entry; for a folder, makes it and returns it open in both trees (the caller closes them).
+    private func copyEntry(_ name: FileName, _ entry: [FileName], from source: CInt, into target: CInt, root: CInt)
+        throws -> (source: CInt, target: CInt)?
+    {
+        let shownEntry = shown + "/" + Tree.text(entry)
+        if mode == .install && !name.isValidUTF8 {
+            throw ContainerError(.badData, "'\(shownEntry)' has a name that is not UTF-8, which a seal cannot hold")
+        }
+        guard let status = try? fileStatus(in: source, name) else { return nil }
+        switch status.kind {
+        case .directory:
+            do {
+                try system_mkdirat(target, name, mode: mode == .install ? 0o700 : 0o755)
+            } catch {
+                guard error == .fileExists, mode == .templates else { throw error }
+            }
+            let innerTarget: CInt
+            do {
+                innerTarget = try system_openat(target, name, [.directory, .noFollow])
+            } catch {
+                // A file or a link has the name: kept, and never followed.
+                guard mode == .templates, error == .notDirectory || error == .tooManySymbolicLinks else { throw error }
+                return nil
+            }
+            do {
+                return (try system_openat(source, name, [.directory, .noFollow]), innerTarget)
+            } catch {
+                try? system_close(innerTarget)
+                throw error
+            }
+        case .regular:
+            if mode == .templates {
+                if (try? fileStatus(in: target, name)) != nil {
+                    kept += 1
+                    return nil
+                }
+                guard shouldContinue() else {
+                    throw ContainerError(.failure, "the copy of '\(shown)' was interrupted")
+                }
+            }
+            try copyFile(name, status, from: source, into: target)
+        case .symbolicLink:
+            let link = try system_readlinkat(source, name)
+            if mode == .templates {
+                let leads = Tree.resolve(entry.dropLast().map(\.bytes) + Tree.split(link), in: root)
+                guard link.first != 0x2F, leads != nil else { return nil }
+                guard shouldContinue() else {
+                    throw ContainerError(.failure, "the copy of '\(shown)' was interrupted")
+                }
+            }
+            do {
+                try system_symlinkat(link, target, name)
+                copied += 1
+            } catch {
+                guard error == .fileExists, mode == .templates else { throw error }
+                kept += 1
+            }
+        default:
+            guard mode == .install else { return nil }
+            throw ContainerError(
+                .refused, "'\(shownEntry)' is not a file, folder or link: a bundle holds nothing else")
+        }
+        return nil
+    }
+
+    /// Creates the file whole: `O_EXCL` in `.install` mode, an unnamed file linked in at the end otherwise.
+    private func copyFile(_ name: FileName, _ status: FileStatus, from source: CInt, into target: CInt) throws {
+        let input = try FileDescriptor(at: source, name, [.noFollow, .nonBlocking])
+        guard try input.fileStatus().kind == .regular else { return }
+        guard mode == .templates else {
+            let output = try FileDescriptor(
+                at: target, name, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600)
+            try Self.fill(output, from: input, mode: 0o600 | (status.mode & 0o111), times: status)
+            copied += 1
+            return
+        }
+        let writable = 0o644 | (status.mode & 0o111)
+        let unnamed: CInt
+        do {
+            unnamed = try system_openat(target, ".", [.temporaryFile, .writeOnly], mode: 0o600)
+        } catch {
+            guard error == .notSupported || error == .isDirectory || error == .invalidArgument else { throw error }
+            try copyUnderTemporaryName(name, into: target, from: input, mode: writable, times: status)
+            return
+        }
+        let output = FileDescriptor(owning: unnamed)
+        try Self.fill(output, from: input, mode: writable, times: status)
+        do {
+            try system_linkOpenFile(output.rawValue, target, name)
+            copied += 1
+        } catch {
+            guard error == .fileExists else { throw error }
+            kept += 1
+        }
+    }
+
+    /// For filesystems without `O_TMPFILE`: a hidden name, renamed without replacing anything.
+    private func copyUnderTemporaryName(
+        _ name: FileName, into target: CInt, from input: borrowing FileDescriptor, mode: mode_t, times: FileStatus
+    ) throws(Errno) {
+        guard let temporary = FileName(".inbox-setup.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") else { return }
+        let output = FileDescriptor(
+            owning: try system_openat(target, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600))
+        do {
+            try Self.fill(output, from: input, mode: mode, times: times)
+            try system_renameat2(target, temporary, target, name, .noReplace)
+            copied += 1
+        } catch {
+            _ = try? system_unlinkat(target, temporary)
+            guard error == .fileExists else { throw error }
+            kept += 1
+        }
+    }
+
+    /// The contents of `input` from its start, then `mode` and the access and modification times of `times`.
+    private static func fill(
+        _ output: borrowing FileDescriptor, from input: borrowing FileDescriptor, mode: mode_t, times: FileStatus
+    ) throws(Errno) {
+        try output.copyContents(from: input)
+        try system_fchmod(output.rawValue, mode)
+        let accessed = timespec(tv_sec: Int(times.accessed.seconds), tv_nsec: Int(times.accessed.nanoseconds))
+        let modified = timespec(tv_sec: Int(times.modified.seconds), tv_nsec: Int(times.modified.nanoseconds))
+        try system_futimens(output.rawValue, accessed: accessed, modified: modified)
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import Glibc
+
+extension AppBundle {
+    /// What `install(from:)` did.
+    public enum InstallOutcome: Sendable, Equatable {
+        /// The folder was copied in and sealed; the seal lists this many resources.
+        case installed(resources: Int)
+        /// The same bundle was already installed and its seal holds: nothing was done.
+        case alreadyInstalled(resources: Int)
+    }
+
+    /// Installs the folder at `source` as the bundle and seals it (DESIGN §6), once per container.
+    ///
+    /// The tree is copied without following any link: regular files, folders, and symbolic links that stay
+    /// inside it (an absolute link, or one that leads out, is refused with exit status 77, as is any other kind
+    /// of file). A `_CodeSignature` folder in `source` is not copied: the seal is written afresh. The copy is
+    /// made beside the bundle, sealed (`_CodeSignature/CodeResources`, then every write bit dropped: files
+    /// 0444, folders 0555, execute bits kept), synced, and swapped in with one `renameat2(RENAME_EXCHANGE)`,
+    /// so the bundle is either the empty folder or the sealed copy. One-time setup is marked to run again.
+    ///
+    /// Over an installed bundle: the same tree (by the seal's hashes) is `.alreadyInstalled`; another one is
+    /// refused (77); a broken seal fails with 65. Names must be UTF-8 (65): a property list holds text.
+    @discardableResult
+    public func install(from source: String) throws(ContainerError) -> InstallOutcome {
+        let sourceFolder = try Self.openSource(source)
+        let state = try container.openFolder([])
+        let lock = try Self.lock(container)
+        defer { withExtendedLifetime(lock) {} }
+        let (report, sealed) = try check()
+        switch report.state {
+        case .broken:
+            let first = report.problems.first.map { " (\($0))" } ?? ""
+            throw ContainerError(
+                .badData, "the seal of \(name) is broken\(first): run 'inbox verify'; nothing is installed over it")
+        case .intact:
+            let wanted = try Self.manifest(of: sourceFolder, shown: source, skipping: ["_CodeSignature"])
+            guard wanted == sealed else {
+                throw ContainerError(
+                    .refused,
+                    "\(name) is already installed and sealed, and '\(source)' differs from it: a bundle is installed once; use a new container"
+                )
+            }
+            return .alreadyInstalled(resources: report.resources)
+        case .notSealed:
+            break
+        }
+        try Self.refuseContaining(source, root: container.root)
+        Self.sweepStaging(in: state.rawValue)
+        guard let staging = FileName(".inbox-bundle.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") else {
+            throw ContainerError(.failure, "cannot name a staging folder")
+        }
+        let resources: Int
+        do {
+            resources = try sealCopy(of: sourceFolder, source: source, into: staging, in: state.rawValue)
+            try Setup.forget(container)
+            try system_renameat2(state.rawValue, staging, state.rawValue, name, .exchange)
+        } catch {
+            try? Tree.remove(staging, in: state.rawValue)
+            if let error = error as? ContainerError { throw error }
+            if let error = error as? Errno { throw error.failure("install the bundle into", path) }
+            throw ContainerError(.failure, "cannot install the bundle into '\(path)': \(error)")
+        }
+        // The staging name now holds the empty folder the bundle was.
+        try? Tree.remove(staging, in: state.rawValue)
+        do {
+            try system_fsync(state.rawValue)
+        } catch {
+            throw error.failure("sync", container.root)
+        }
+        return .installed(resources: resources)
+    }
+
+    /// Copies `sourceFolder` into a new folder `staging` in `parent`, writes the seal, drops the write bits and
+    /// syncs the filesystem; returns the number of resources sealed.
+    private func sealCopy(
+        of sourceFolder: borrowing FileDescriptor, source: String, into staging: FileName, in parent: CInt
+    ) throws -> Int {
+        try system_mkdirat(parent, staging, mode: 0o700)
+        let copy = try FileDescriptor(at: parent, staging, [.directory, .noFollow])
+        let shown = container.root + "/" + staging.string
+        try TreeCopy(mode: .install, shown: source).copy(sourceFolder, into: copy)
+        let manifest = try Self.manifest(of: copy, shown: shown, skipping: [], linksLeaving: source)
+        try system_mkdirat(copy.rawValue, "_CodeSignature", mode: 0o755)
+        let folder = try FileDescriptor(at: copy.rawValue, "_CodeSignature", [.directory, .noFollow])
+        let seal = try FileDescriptor(
+            at: folder.rawValue, "CodeResources", [.writeOnly, .create, .exclusive, .noFollow], mode: 0o644)
+        try seal.writeAll(Array(try Self.codeResources(manifest)))
+        try seal.close()
+        try Self.dropWriteBits(copy, shown: shown)
+        try system_syncfs(copy.rawValue)
+        return manifest.count
+    }
+
+    /// Files become 0444 (execute bits kept), folders 0555, the root last.
+    private static func dropWriteBits(_ root: borrowing FileDescriptor, shown: String) throws(ContainerError) {
+        try Tree.walk(
+            root, shown: shown,
+            visit: { parent, path, status throws(ContainerError) in
+                guard status.kind == .regular, let name = path.last else { return status.kind == .directory }
+                do throws(Errno) {
+                    let file = try FileDescriptor(at: parent, name, [.noFollow, .nonBlocking])
+                    try system_fchmod(file.rawValue, 0o444 | (status.mode & 0o111))
+                } catch {
+                    throw error.failure("seal", shown + "/" + Tree.text(path))
+                }
+                return false
+            },
+            leave: { folder, path throws(ContainerError) in
+                do throws(Errno) {
+                    try system_fchmod(folder, 0o555)
+                } catch {
+                    throw error.failure("seal", shown + "/" + Tree.text(path))
+                }
+            })
+        do {
+            try system_fchmod(root.rawValue, 0o555)
+        } catch {
+            throw error.failure("seal", shown)
+        }
+    }
+
+    private static func openSource(_ source: String) throws(ContainerError) -> FileDescriptor {
+        do {
+            return try FileDescriptor(source, [.directory])
+        } catch .noSuchFile {
+            throw ContainerError(.noSuchItem, "no bundle folder at '\(source)'")
+        } catch .notDirectory {
+            throw ContainerError(.noSuchItem, "'\(source)' is not a folder: --bundle takes the bundle's folder")
+        } catch {
+            throw error.failure("open the bundle folder", source)
+        }
+    }
+
+    /// Refuses a source folder that holds the container: the copy would never end.
+    private static func refuseContaining(_ source: String, root: String) throws(ContainerError) {
+        guard let resolved = try? system_realpath(source) else { return }
+        let folder = String(decoding: resolved, as: UTF8.self)
+        if root == folder || root.hasPrefix(folder == "/" ? "/" : folder + "/") {
+            throw ContainerError(.refused, "'\(source)' holds the container '\(root)': it cannot be its bundle")
+        }
+    }
+
+    /// Removes staging folders that an interrupted install left in the container root.
+    private static func sweepStaging(in root: CInt) {
+        guard let names = try? FileDescriptor(at: root, ".", [.directory]).entries() else { return }
+        for name in names where name.string.hasPrefix(".inbox-bundle.") { try? Tree.remove(name, in: root) }
+    }
+
+    /// One install at a time per container: `bundle.lock` in the state folder.
+    private static func lock(_ container: Container) throws(ContainerError) -> FileDescriptor {
+        let path = container.stateDirectory + "/bundle.lock"
+        do {
+            let file = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
+            try system_flock(file.rawValue, LOCK_EX)
+            return file
+        } catch {
+            throw error.failure("lock", path)
+        }
+    }
+}

@@ -1,0 +1,189 @@
+import Foundation
+import Glibc
+
+/// What a seal records of one resource: a regular file's SHA-256 or a link's target. Folders are not
+/// resources; any other kind of file is never sealed, so it always shows as a change.
+enum SealedResource: Equatable {
+    case file(sha256: [UInt8])
+    case symlink(target: [UInt8])
+    case other
+}
+
+/// The resources of a bundle by their path below its root.
+typealias Manifest = [String: SealedResource]
+
+extension AppBundle {
+    /// Re-hashes the bundle and compares it with its seal (DESIGN §6).
+    ///
+    /// A bundle with no seal and nothing in it (a container made without `--bundle`) is `.notSealed`. A
+    /// missing seal beside anything else, or a seal that is not a property list of the `files2` layout, is
+    /// broken. Fails only when the bundle cannot be read.
+    public func verify() throws(ContainerError) -> SealReport {
+        let (report, _) = try check()
+        return report
+    }
+
+    /// Whether the bundle holds `_CodeSignature/CodeResources`, whatever its state.
+    public var isSealed: Bool {
+        guard let root = try? FileDescriptor(path, [.directory, .noFollow]) else { return false }
+        if case .missing = readSeal(root.rawValue) { return false }
+        return true
+    }
+
+    /// Refuses a broken seal with exit status 65, naming the first problem; a bundle never sealed passes.
+    public func checkSeal() throws(ContainerError) {
+        let report = try verify()
+        guard report.state == .broken, let first = report.problems.first else { return }
+        let more = report.problems.count > 1 ? " and \(report.problems.count - 1) more" : ""
+        throw ContainerError(
+            .badData, "the seal of \(name) is broken (\(first)\(more)): run 'inbox verify' to see what changed")
+    }
+
+    /// The report, and the manifest the seal holds (nil when there is none to read).
+    func check() throws(ContainerError) -> (SealReport, Manifest?) {
+        let root: FileDescriptor
+        do {
+            root = try FileDescriptor(path, [.directory, .noFollow])
+        } catch .noSuchFile {
+            return (SealReport(state: .notSealed, resources: 0, problems: []), nil)
+        } catch {
+            throw error.failure("open the bundle", path)
+        }
+        let sealed: Manifest
+        switch readSeal(root.rawValue) {
+        case .missing:
+            let empty: Bool
+            do {
+                empty = try root.entries().isEmpty
+            } catch {
+                throw error.failure("read the bundle", path)
+            }
+            let problems = empty ? [] : [SealProblem(.missing, Self.codeResourcesPath)]
+            return (SealReport(state: empty ? .notSealed : .broken, resources: 0, problems: problems), nil)
+        case .unreadable:
+            return (
+                SealReport(state: .broken, resources: 0, problems: [SealProblem(.unreadable, Self.codeResourcesPath)]),
+                nil
+            )
+        case .manifest(let manifest):
+            sealed = manifest
+        }
+        let current = try Self.manifest(of: root, shown: path, skipping: [Self.codeResourcesPath])
+        var problems: [SealProblem] = []
+        for (path, resource) in sealed {
+            if let now = current[path] {
+                if now != resource { problems.append(SealProblem(.modified, path)) }
+            } else {
+                problems.append(SealProblem(.missing, path))
+            }
+        }
+        for path in current.keys where sealed[path] == nil { problems.append(SealProblem(.added, path)) }
+        problems.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        return (
+            SealReport(state: problems.isEmpty ? .intact : .broken, resources: sealed.count, problems: problems), sealed
+        )
+    }
+
+    private enum SealFile {
+        case missing, unreadable
+        case manifest(Manifest)
+    }
+
+    /// Reads `_CodeSignature/CodeResources` below the bundle folder `root`, following no link.
+    private func readSeal(_ root: CInt) -> SealFile {
+        let bytes: [UInt8]
+        do {
+            let folder = try FileDescriptor(at: root, "_CodeSignature", [.directory, .noFollow])
+            let file = try FileDescriptor(at: folder.rawValue, "CodeResources", [.noFollow, .nonBlocking])
+            guard try file.fileStatus().kind == .regular else { return .unreadable }
+            bytes = try file.readToEnd(limit: 256 << 20)
+        } catch .noSuchFile {
+            return .missing
+        } catch {
+            return .unreadable
+        }
+        return Self.parseCodeResources(Data(bytes)).map { .manifest($0) } ?? .unreadable
+    }
+
+    // MARK: - Manifests and CodeResources
+
+    /// Every resource below `root` (never following a link), but the paths in `skipping`, which may name folders.
+    /// With `linksLeaving` set, a symbolic link that leads out of `root` (or is absolute) is refused (exit
+    /// status 77), named as `linksLeaving` + its path.
+    static func manifest(
+        of root: borrowing FileDescriptor, shown: String, skipping: Set<String>, linksLeaving: String? = nil
+    ) throws(ContainerError) -> Manifest {
+        let digest = try SHA256Digest()
+        var manifest: Manifest = [:]
+        let rootFD = root.rawValue
+        try Tree.walk(root, shown: shown) { parent, path, status throws(ContainerError) in
+            let key = Tree.text(path)
+            guard !skipping.contains(key), let name = path.last else { return false }
+            switch status.kind {
+            case .directory:
+                return true
+            case .regular:
+                manifest[key] = .file(sha256: try digest.hash(name, in: parent, shown: shown + "/" + key))
+            case .symbolicLink:
+                let target: [UInt8]
+                do throws(Errno) {
+                    target = try system_readlinkat(parent, name)
+                } catch {
+                    throw error.failure("read the link", shown + "/" + key)
+                }
+                if let source = linksLeaving,
+                    target.first == 0x2F
+                        || Tree.resolve(path.dropLast().map(\.bytes) + Tree.split(target), in: rootFD) == nil
+                {
+                    let shownTarget = String(decoding: target, as: UTF8.self)
+                    throw ContainerError(
+                        .refused,
+                        "'\(source)/\(key)' is a symbolic link to '\(shownTarget)', outside the bundle: only links that stay inside it are installed"
+                    )
+                }
+                manifest[key] = .symlink(target: target)
+            default:
+                manifest[key] = .other
+            }
+            return false
+        }
+        return manifest
+    }
+
+    /// `{"files": {}, "files2": {path: {"hash2": <data>} or {"symlink": target}}}` as an XML property list.
+    static func codeResources(_ manifest: Manifest) throws(ContainerError) -> Data {
+        var files2: [String: Any] = [:]
+        for (path, resource) in manifest {
+            switch resource {
+            case .file(let sha256): files2[path] = ["hash2": Data(sha256)]
+            case .symlink(let target): files2[path] = ["symlink": String(decoding: target, as: UTF8.self)]
+            case .other: continue
+            }
+        }
+        let plist: [String: Any] = ["files": [String: Any](), "files2": files2]
+        do {
+            return try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+        } catch {
+            throw ContainerError(.failure, "cannot write the bundle's seal: \(error.localizedDescription)")
+        }
+    }
+
+    /// The manifest in a CodeResources property list, or nil when it is not one of the `files2` layout.
+    static func parseCodeResources(_ data: Data) -> Manifest? {
+        guard let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
+            let files2 = plist["files2"] as? [String: Any]
+        else { return nil }
+        var manifest: Manifest = [:]
+        for (path, value) in files2 {
+            guard let entry = value as? [String: Any] else { return nil }
+            if let hash = entry["hash2"] as? Data, hash.count == 32 {
+                manifest[path] = .file(sha256: Array(hash))
+            } else if let target = entry["symlink"] as? String {
+                manifest[path] = .symlink(target: Array(target.utf8))
+            } else {
+                return nil
+            }
+        }
+        return manifest
+    }
+}

@@ -1,0 +1,65 @@
+import Glibc
+
+extension Container {
+    /// Who writes: the app, bound by each place's rules, or a delivery, the one way into the Inbox (DESIGN §3).
+    public enum Writer: Sendable {
+        case app
+        case delivery
+    }
+
+    /// The names of a place's folder below the root.
+    public func components(of place: Place) -> [FileName] {
+        place.relativePath(appName: appName).split(separator: "/").compactMap { FileName(String($0)) }
+    }
+
+    /// Refuses, with exit status 77, to create or write at `components` (names below the root) where the rules
+    /// of the place holding it (`Place.containing`, `Place.rules`) forbid it: anywhere in the bundle, which is
+    /// sealed; in the Inbox, but for a delivery; and outside every place. Returns the place. Every library
+    /// operation that creates or writes asks this first.
+    @discardableResult
+    public func checkWritable(components: [FileName], by writer: Writer = .app) throws(ContainerError) -> Place {
+        let shown = components.isEmpty ? root : root + "/" + components.map(\.string).joined(separator: "/")
+        guard let place = Place.containing(components, appName: appName) else {
+            throw ContainerError(.refused, "'\(shown)' is not in any place of the container: nothing is written there")
+        }
+        let rules = place.rules
+        if rules.mayCreate && rules.mayWrite { return place }
+        switch place {
+        case .bundle:
+            throw ContainerError(.refused, "the bundle is sealed: '\(shown)' cannot be created or written")
+        case .inbox where writer == .delivery:
+            return place
+        case .inbox:
+            throw ContainerError(
+                .refused,
+                "'\(shown)' is in the Inbox, where only deliveries create files: move the item into Documents first")
+        default:
+            throw ContainerError(.refused, "'\(shown)' is in \(place.rawValue), where nothing is created or written")
+        }
+    }
+
+    /// Writes `bytes` as the file at `components` below the root, atomically and durably (a temporary file in
+    /// the same folder, fsynced, renamed over the old one, the folder fsynced), after `checkWritable`. No
+    /// symbolic link is followed on the way; the folder must exist. A new file is mode 0644.
+    public func write(_ bytes: [UInt8], to components: [FileName]) throws(ContainerError) {
+        try checkWritable(components: components)
+        guard let name = components.last else { throw ContainerError(.refused, "'\(root)' is not a file") }
+        let folder = try openFolder(Array(components.dropLast()))
+        let shown = root + "/" + components.map(\.string).joined(separator: "/")
+        guard let temporary = FileName(".inbox-write.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") else {
+            throw ContainerError(.failure, "cannot name a temporary file for '\(shown)'")
+        }
+        do {
+            let file = try FileDescriptor(
+                at: folder.rawValue, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o644)
+            try file.writeAll(bytes)
+            try file.sync()
+            try file.close()
+            try system_renameat2(folder.rawValue, temporary, folder.rawValue, name, [])
+            try folder.sync()
+        } catch {
+            _ = try? system_unlinkat(folder.rawValue, temporary)
+            throw error.failure("write", shown)
+        }
+    }
+}
