@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "AppContainer", dependencies: ["CCrypto", "CLinux"]),
         .target(
             name: "InboxKit",
-            dependencies: ["AppContainer", "CArchive", "CCrypto", "CInotifyTools", "CLinux", "CMagic"]),
+            dependencies: ["AppContainer", "CArchive", "CInotifyTools", "CLinux", "CMagic"]),
         .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),

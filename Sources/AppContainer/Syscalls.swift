@@ -246,20 +246,6 @@ public func system_fremovexattr(_ fd: CInt, _ name: String) throws(Errno) {
     _ = try valueOrErrno { inbox_fremovexattr(fd, name) }
 }
 
-/// The target of the symbolic link `path` in `directory`, as bytes.
-@inline(never)
-public func system_readlinkat(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> [UInt8] {
-    var target = [CChar](repeating: 0, count: Int(PATH_MAX))
-    let count = try withCPath(path) { path throws(Errno) in
-        try valueOrErrno {
-            target.withUnsafeMutableBufferPointer {
-                readlinkat(directory, path, $0.baseAddress.unsafelyUnwrapped, $0.count)
-            }
-        }
-    }
-    return target[..<count].map { UInt8(bitPattern: $0) }
-}
-
 /// `unshare(CLONE_FS)`: from now on the calling thread alone has its working folder, root and umask.
 @inline(never)
 public func system_unshare_fs() throws(Errno) {

@@ -3,10 +3,12 @@ import Glibc
 
 /// The rules that decide one path, apart from the walk so the restorer asks the same questions.
 enum BackupRules {
-    /// Files in the state folder that inbox re-creates: the log's and the watcher's locks (`EventLog`,
+    /// Files in the state folder that inbox re-creates: the locks of the log, the watcher and setup (`EventLog`,
     /// `WatcherLock`) and the arrival checkpoint with its temporary (`ArrivalPipeline+Recovery`).
     static let recreatedStateFiles: Set<[UInt8]> = Set(
-        ["events.lock", "watch.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp"].map { Array($0.utf8) })
+        ["events.lock", "watch.lock", "setup.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp"].map {
+            Array($0.utf8)
+        })
     /// The move journal's folder (`MoveJournal`), re-created when empty.
     static let journalFolder = Array("journal".utf8)
 

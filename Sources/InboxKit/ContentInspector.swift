@@ -1,5 +1,4 @@
 import AppContainer
-import CCrypto
 import CMagic
 import Glibc
 
@@ -33,8 +32,7 @@ public final class ContentInspector {
     private static let magicFlags = MAGIC_MIME_TYPE | MAGIC_NO_CHECK_COMPRESS
 
     private let magic: OpaquePointer  // magic_t
-    private let digest: OpaquePointer  // EVP_MD for SHA-256, fetched once
-    private let context: OpaquePointer  // EVP_MD_CTX, initialised again for each file
+    private let digest: SHA256Digest
     private let buffer: UnsafeMutableRawBufferPointer
 
     /// Opens libmagic with its database and makes a SHA-256 context.
@@ -50,50 +48,35 @@ public final class ContentInspector {
             let name = database.map { " '\($0)'" } ?? ""
             throw ContainerError(.failure, "cannot load the libmagic database\(name): \(reason)\(hint)")
         }
-        guard let digest = EVP_MD_fetch(nil, "SHA256", nil) else {
+        do {
+            digest = try SHA256Digest()
+        } catch {
             magic_close(magic)
-            throw ContainerError(.failure, "libcrypto has no SHA-256 (EVP_MD_fetch failed)")
-        }
-        guard let context = EVP_MD_CTX_new() else {
-            EVP_MD_free(digest)
-            magic_close(magic)
-            throw ContainerError(.failure, "cannot make a SHA-256 context (EVP_MD_CTX_new failed)")
+            throw error
         }
         self.magic = magic
-        self.digest = digest
-        self.context = context
         buffer = .allocate(byteCount: Self.chunkSize, alignment: 4096)
     }
 
     deinit {
         buffer.deallocate()
-        EVP_MD_CTX_free(context)
-        EVP_MD_free(digest)
         magic_close(magic)
     }
 
     /// Reads the file open at `fd` from offset 0 to its end, hashing as it goes, and names its type from
     /// the first chunk. The descriptor's own offset is neither used nor moved.
     public func inspect(_ fd: CInt) throws(ContainerError) -> Inspection {
-        guard EVP_DigestInit_ex(context, digest, nil) == 1 else { throw Self.cryptoFailure("EVP_DigestInit_ex") }
+        try digest.begin()
         var count = try fill(fd, at: 0)
         let (type, mime) = try sniff(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         var offset = Int64(count)
         while true {
-            guard EVP_DigestUpdate(context, buffer.baseAddress, count) == 1 else {
-                throw Self.cryptoFailure("EVP_DigestUpdate")
-            }
+            try digest.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             if count < buffer.count { break }
             count = try fill(fd, at: offset)
             offset += Int64(count)
         }
-        // The chunk is no longer needed: the digest goes to the start of the buffer.
-        var length: CUnsignedInt = 0
-        let output = buffer.baseAddress?.bindMemory(to: UInt8.self, capacity: Int(EVP_MAX_MD_SIZE))
-        guard EVP_DigestFinal_ex(context, output, &length) == 1, length == 32 else {
-            throw Self.cryptoFailure("EVP_DigestFinal_ex")
-        }
-        let hex = Self.hex(UnsafeRawBufferPointer(rebasing: buffer[..<Int(length)]))
+        let hex = try digest.finish().withUnsafeBytes(Self.hex)
         return Inspection(sha256: hex, type: type, mime: mime)
     }
 
@@ -124,10 +107,6 @@ public final class ContentInspector {
         }
         let mime = String(cString: result)
         return (Self.typeName(mime: mime, head: head), mime)
-    }
-
-    private static func cryptoFailure(_ function: String) -> ContainerError {
-        ContainerError(.failure, "cannot compute a SHA-256: \(function) failed in libcrypto")
     }
 
     /// Lowercase hex digits of `bytes`.

@@ -86,7 +86,8 @@ import Testing
         try scratch.inbox.log.append(Event(.setup))
         let state = Container.stateRelativePath
         for name in [
-            "watch.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp", "events.00000000000000000007.jsonl",
+            "watch.lock", "setup.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp",
+            "events.00000000000000000007.jsonl",
         ] {
             try write(scratch.container, state + "/" + name)
         }
@@ -95,7 +96,9 @@ import Testing
 
         var entries = try plan(scratch.container)
 
-        for name in ["events.lock", "watch.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp", "journal/"] {
+        for name in [
+            "events.lock", "watch.lock", "setup.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp", "journal/",
+        ] {
             #expect(entries[state + "/" + name]?.included == false, "\(name)")
             #expect(entries[state + "/" + name]?.reason == "re-created by inbox", "\(name)")
         }
