@@ -81,15 +81,7 @@ extension ArrivalPipeline {
 
     /// The Inbox name in a record's path field (`Documents/Inbox/<name>`), exact to the byte.
     static func inboxName(_ record: EventRecord, key: String) -> FileName? {
-        let bytes: [UInt8]
-        if let encoded = record.fields[key + "_b64"], let data = Data(base64Encoded: encoded) {
-            bytes = Array(data)
-        } else if let text = record.fields[key] {
-            bytes = Array(text.utf8)
-        } else {
-            return nil
-        }
-        guard let slash = bytes.lastIndex(of: 0x2F) else { return nil }
+        guard let bytes = record.pathBytes(key), let slash = bytes.lastIndex(of: 0x2F) else { return nil }
         return FileName(bytes: bytes[(slash + 1)...])
     }
 

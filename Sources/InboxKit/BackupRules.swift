@@ -3,12 +3,14 @@ import Glibc
 
 /// The rules that decide one path, apart from the walk so the restorer asks the same questions.
 enum BackupRules {
-    /// Files in the state folder that inbox re-creates: the locks of the log, the watcher and setup (`EventLog`,
-    /// `WatcherLock`) and the arrival checkpoint with its temporary (`ArrivalPipeline+Recovery`).
+    /// Files in the state folder that inbox re-creates or that mean nothing in another container: the locks
+    /// of the log, the watcher, setup and cleanup, the arrival checkpoint (`ArrivalPipeline+Recovery`) and a
+    /// cleanup intent (`CleanupJournal`: it names files by inode), with their temporaries.
     static let recreatedStateFiles: Set<[UInt8]> = Set(
-        ["events.lock", "watch.lock", "setup.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp"].map {
-            Array($0.utf8)
-        })
+        [
+            "events.lock", "watch.lock", "setup.lock", "cleanup.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp",
+            "cleanup.intent", ".cleanup.intent.tmp",
+        ].map { Array($0.utf8) })
     /// The move journal's folder (`MoveJournal`), re-created when empty.
     static let journalFolder = Array("journal".utf8)
 

@@ -54,133 +54,206 @@ public struct CleanupSummary: Sendable {
 }
 
 extension CleanupPlan {
-    /// Deletes each entry of the plan as the walk produces it (with `dryRun`, only reports it) and logs
-    /// `deleted` with its path and reason. `each` hears of every entry, in order, after its deletion.
+    /// Deletes each entry of the plan as the walk produces it (with `dryRun`, only reports it), in batches
+    /// under `CleanupJournal`, and logs `deleted` with its path and reason. `each` hears of every entry, in
+    /// order, once its batch is done. First it settles a batch that a crash left unfinished. One clean runs
+    /// at a time per container: with `waitForLock` false, another clean under way fails with exit status 75.
     public func execute(
-        dryRun: Bool = false, log: EventLog, progress: CleanupProgress? = nil,
+        dryRun: Bool = false, log: EventLog, progress: CleanupProgress? = nil, waitForLock: Bool = true,
         shouldStop: @escaping () -> Bool = { false }, _ each: (CleanupOutcome) -> Void
     ) throws(ContainerError) -> CleanupSummary {
-        var executor = CleanupExecutor(plan: self, log: log, dryRun: dryRun)
-        do {
+        try withExecutor(dryRun: dryRun, log: log, waitForLock: waitForLock) { executor throws(ContainerError) in
             try forEachEntry(progress: progress, shouldStop: shouldStop) { entry throws(ContainerError) in
-                each(try executor.run(entry))
+                try executor.run(entry).forEach(each)
             }
-        } catch {
-            try? executor.flush()
-            throw error
+            try executor.commit().forEach(each)
         }
-        try executor.flush()
-        return executor.summary
     }
 
     /// Deletes `entries`, a plan made earlier (by `entries()`), each only while its name still holds the file
-    /// planned; logs each deletion. `each` hears of every entry, in order, after its deletion.
+    /// planned; logs each deletion. `each` hears of every entry, in order, once its batch is done.
     public func execute(
         _ entries: some Sequence<CleanupEntry>, log: EventLog, _ each: (CleanupOutcome) -> Void = { _ in }
     ) throws(ContainerError) -> CleanupSummary {
-        var executor = CleanupExecutor(plan: self, log: log, dryRun: false)
-        do {
-            for entry in entries { each(try executor.run(entry)) }
-        } catch {
-            try? executor.flush()
-            throw error
+        try withExecutor(dryRun: false, log: log, waitForLock: true) { executor throws(ContainerError) in
+            for entry in entries { try executor.run(entry).forEach(each) }
+            try executor.commit().forEach(each)
         }
-        try executor.flush()
+    }
+
+    private func withExecutor(
+        dryRun: Bool, log: EventLog, waitForLock: Bool,
+        _ body: (inout CleanupExecutor) throws(ContainerError) -> Void
+    ) throws(ContainerError) -> CleanupSummary {
+        guard !dryRun else {
+            var executor = CleanupExecutor(plan: self, log: log, journal: nil)
+            try body(&executor)
+            return executor.summary
+        }
+        let journal = try CleanupJournal(container: container)
+        guard let lock = try journal.lock(wait: waitForLock) else {
+            throw ContainerError(.busy, "another clean of '\(container.root)' is under way: try again when it ends")
+        }
+        defer { withExtendedLifetime(lock) {} }
+        try journal.recover(log: log)
+        var executor = CleanupExecutor(plan: self, log: log, journal: journal)
+        try body(&executor)
         return executor.summary
     }
 }
 
-/// Deletes planned entries one at a time and logs them in batches.
+/// Carries out planned entries a batch at a time (see `CleanupJournal`).
 private struct CleanupExecutor {
+    static let batchSize = 256
+
     let plan: CleanupPlan
     let log: EventLog
-    let dryRun: Bool
+    /// Nil for a dry run.
+    let journal: CleanupJournal?
     var summary = CleanupSummary()
-    /// Records of deletions made but not yet logged: written every 256 and at the end.
-    var pending: [Event] = []
-    /// The folder of the last entry, kept open for the next: most entries share it.
-    var parent: (components: [FileName], folder: SharedDescriptor)?
+    /// Entries waiting for their batch.
+    var batch: [CleanupEntry] = []
+    /// The folders of the batch, open: most entries share one.
+    var folders: [[FileName]: SharedDescriptor] = [:]
 
-    init(plan: CleanupPlan, log: EventLog, dryRun: Bool) {
+    init(plan: CleanupPlan, log: EventLog, journal: CleanupJournal?) {
         self.plan = plan
         self.log = log
-        self.dryRun = dryRun
+        self.journal = journal
     }
 
-    mutating func run(_ entry: CleanupEntry) throws(ContainerError) -> CleanupOutcome {
-        let container = plan.container
-        let relative = entry.relativePath(appName: container.appName)
-        let path = Array(container.root.utf8) + [0x2F] + relative
-        let result = dryRun ? .planned : delete(entry, shown: String(decoding: path, as: UTF8.self))
-        summary.planned += 1
-        switch result {
-        case .deleted:
-            summary.deleted += 1
-            summary.bytesFreed += entry.bytes
-            pending.append(
-                Event(
-                    .deleted,
-                    ["path": .path(relative), "reason": .string(entry.reason), "size": .int(entry.bytes)]))
-            if pending.count >= 256 { try flush() }
-        case .failed(let error):
-            summary.failed += 1
-            summary.firstFailure = summary.firstFailure ?? error
-        case .planned, .gone, .changed:
-            break
+    /// Adds `entry`; returns the outcomes of a batch when this completes one (a dry run reports at once).
+    mutating func run(_ entry: CleanupEntry) throws(ContainerError) -> [CleanupOutcome] {
+        guard journal != nil else {
+            summary.planned += 1
+            return [outcome(entry, .planned)]
         }
+        batch.append(entry)
+        return batch.count >= Self.batchSize ? try commit() : []
+    }
+
+    /// Carries out the entries waiting: the intent, each set aside, the records, the removals (see
+    /// `CleanupJournal`).
+    mutating func commit() throws(ContainerError) -> [CleanupOutcome] {
+        guard let journal, !batch.isEmpty else { return [] }
+        defer {
+            batch.removeAll(keepingCapacity: true)
+            folders.removeAll()
+        }
+        let items = batch.map { item(for: $0) }
+        try journal.write(items, after: try log.lastSeq())
+        var results = items.map { setAside($0) }
+        let aside = results.indices.filter { if case .deleted = results[$0] { true } else { false } }
+        do {
+            try log.append(
+                aside.map {
+                    Event(
+                        .deleted,
+                        [
+                            "path": .path(items[$0].path), "reason": .string(batch[$0].reason),
+                            "size": .int(batch[$0].bytes),
+                        ])
+                }, durable: true)
+        } catch {
+            for index in aside { putBack(items[index]) }
+            try? syncFolders()
+            try? journal.remove()
+            throw error
+        }
+        for index in aside {
+            guard let failure = removeAside(items[index]) else { continue }
+            // Logged as deleted, but some of the folder stays: it goes back under its name, and the log says so.
+            putBack(items[index])
+            results[index] = .failed(failure)
+            _ = try? log.append(
+                Event(
+                    .error,
+                    [
+                        "during": .string("clean"), "path": .path(items[index].path),
+                        "message": .string("partly deleted: \(failure.message)"),
+                    ]))
+        }
+        try syncFolders()
+        try journal.remove()
+        return batch.indices.map { index in
+            let result = results[index]
+            summary.planned += 1
+            switch result {
+            case .deleted:
+                summary.deleted += 1
+                summary.bytesFreed += batch[index].bytes
+            case .failed(let error):
+                summary.failed += 1
+                summary.firstFailure = summary.firstFailure ?? error
+            case .planned, .gone, .changed:
+                break
+            }
+            return outcome(batch[index], result)
+        }
+    }
+
+    private func outcome(_ entry: CleanupEntry, _ result: CleanupOutcome.Result) -> CleanupOutcome {
+        let path = Array(plan.container.root.utf8) + [0x2F] + entry.relativePath(appName: plan.container.appName)
         return CleanupOutcome(entry: entry, path: path, result: result)
     }
 
-    mutating func flush() throws(ContainerError) {
-        guard !pending.isEmpty else { return }
-        try log.append(pending)
-        pending.removeAll(keepingCapacity: true)
+    private func item(for entry: CleanupEntry) -> CleanupJournal.Item {
+        CleanupJournal.Item(
+            components: plan.container.components(of: entry.place) + entry.components, reason: entry.reason,
+            device: entry.device, inode: entry.inode)
     }
 
-    /// Deletes the entry if its name still holds the file planned; a folder goes with everything in it.
-    private mutating func delete(_ entry: CleanupEntry, shown: String) -> CleanupOutcome.Result {
-        guard let name = entry.components.last else { return .gone }
-        let folderComponents =
-            entry.place.relativePath(appName: plan.container.appName).split(separator: "/").compactMap {
-                FileName(String($0))
-            } + entry.components.dropLast()
-        if parent?.components != folderComponents {
-            parent = nil
+    /// The open folder at `components`, from the batch's cache.
+    private mutating func folder(_ components: [FileName]) throws(ContainerError) -> CInt {
+        if let open = folders[components] { return open.rawValue }
+        let open = SharedDescriptor(try plan.container.openFolder(components))
+        folders[components] = open
+        return open.rawValue
+    }
+
+    /// Renames the entry aside if its name still holds the file planned: `.deleted` when it is aside.
+    private mutating func setAside(_ item: CleanupJournal.Item) -> CleanupOutcome.Result {
+        let shown = plan.container.root + "/" + String(decoding: item.path, as: UTF8.self)
+        let folder: CInt
+        do {
+            folder = try self.folder(item.folder)
+        } catch {
+            return error.cause == .noSuchFile ? .gone : .failed(error)
+        }
+        switch item.setAside(in: folder) {
+        case .success(true): return .deleted
+        case .success(false): return .changed
+        case .failure(.noSuchFile): return .gone
+        case .failure(let error): return .failed(error.failure("delete", shown))
+        }
+    }
+
+    private mutating func putBack(_ item: CleanupJournal.Item) {
+        guard let folder = folders[item.folder]?.rawValue else { return }
+        item.putBack(in: folder)
+    }
+
+    /// Removes the aside (a folder with everything in it); the error when something stays.
+    private mutating func removeAside(_ item: CleanupJournal.Item) -> ContainerError? {
+        guard let folder = folders[item.folder]?.rawValue else { return nil }
+        let shown = plan.container.root + "/" + String(decoding: item.path, as: UTF8.self)
+        do throws(Errno) {
+            try item.remove(in: folder)
+            return nil
+        } catch {
+            return error.failure("delete", shown)
+        }
+    }
+
+    /// Makes the batch's renames and removals durable.
+    private func syncFolders() throws(ContainerError) {
+        for (components, folder) in folders {
             do {
-                parent = (folderComponents, SharedDescriptor(try plan.container.openFolder(folderComponents)))
+                try system_fsync(folder.rawValue)
             } catch {
-                return error.cause == .noSuchFile ? .gone : .failed(error)
+                let shown = ([plan.container.root] + components.map(\.string)).joined(separator: "/")
+                throw error.failure("sync", shown)
             }
-        }
-        guard let folder = parent?.folder.rawValue else { return .gone }
-        let failed = { (error: Errno) -> CleanupOutcome.Result in
-            error == .noSuchFile ? .gone : .failed(error.failure("delete", shown))
-        }
-        let status: FileStatus
-        do {
-            status = try fileStatus(in: folder, name)
-        } catch {
-            return failed(error)
-        }
-        guard status.device == entry.device, status.inode == entry.inode else { return .changed }
-        do {
-            guard status.kind == .directory else {
-                try system_unlinkat(folder, name)
-                return .deleted
-            }
-            let opened: FileDescriptor
-            do {
-                opened = try FileDescriptor(at: folder, name, [.directory, .noFollow])
-            } catch .tooManySymbolicLinks, .notDirectory {
-                return .changed  // replaced by a link or a file since it was checked
-            }
-            guard try opened.fileStatus().isSameFile(as: status) else { return .changed }
-            opened.allowRemoval(status)
-            try opened.removeContents(device: status.device)
-            try system_unlinkat(folder, name, removeDirectory: true)
-            return .deleted
-        } catch {
-            return failed(error)
         }
     }
 }
@@ -191,7 +264,8 @@ extension Watcher {
         do throws(ContainerError) {
             let plan = CleanupPlan(
                 container: inbox.container, policy: try Preferences.load(inbox.container), appIsRunning: true)
-            let summary = try plan.execute(log: inbox.log, shouldStop: { [queue] in queue.isStopped }, { _ in })
+            let summary = try plan.execute(
+                log: inbox.log, waitForLock: false, shouldStop: { [queue] in queue.isStopped }, { _ in })
             if summary.deleted > 0 {
                 report("cleanup deleted \(summary.deleted) entries (\(summary.bytesFreed) bytes)")
             }
@@ -199,7 +273,7 @@ extension Watcher {
                 report("cleanup could not delete \(summary.failed) entries: \(failure.message)")
             }
         } catch {
-            report("cleanup failed: \(error.message)")
+            report(error.code == .busy ? "cleanup skipped: \(error.message)" : "cleanup failed: \(error.message)")
         }
     }
 }

@@ -14,7 +14,8 @@ extension CleanupWalker {
     }
 
     /// Reads `folder` a name at a time, calling `body` with each name and its status (a symbolic link is
-    /// described, never followed). Names gone since the folder was read are skipped.
+    /// described, never followed). Names gone since the folder was read are skipped, as are entries a clean
+    /// has set aside (`CleanupJournal`).
     func read(
         _ folder: borrowing FileDescriptor, _ shown: String,
         _ body: (FileName, FileStatus) throws(ContainerError) -> Void
@@ -25,7 +26,7 @@ extension CleanupWalker {
         do {
             try folder.forEachEntry { name throws(Errno) in
                 guard tick() else { return false }
-                guard let status = try? fileStatus(in: fd, name) else { return true }
+                guard !CleanupJournal.isAside(name), let status = try? fileStatus(in: fd, name) else { return true }
                 do throws(ContainerError) { try body(name, status) } catch {
                     failure = error
                     return false
@@ -75,7 +76,7 @@ extension CleanupWalker {
         do {
             try folder.forEachEntry { name throws(Errno) in
                 guard tick() else { return false }
-                guard let status = try? fileStatus(in: fd, name) else { return true }
+                guard !CleanupJournal.isAside(name), let status = try? fileStatus(in: fd, name) else { return true }
                 guard status.kind == .directory else {
                     body(index, name, status)
                     return true

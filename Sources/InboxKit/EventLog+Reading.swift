@@ -202,3 +202,11 @@ private func readLines(
     }
     return (consumed, false)
 }
+
+extension EventRecord {
+    /// A path field exact to the byte: from `<key>_b64` when the record has it, else the text of `key`.
+    public func pathBytes(_ key: String) -> [UInt8]? {
+        if let encoded = fields[key + "_b64"], let data = Data(base64Encoded: encoded) { return Array(data) }
+        return fields[key].map { Array($0.utf8) }
+    }
+}

@@ -60,6 +60,22 @@ public final class EventLog: Sendable {
         try appendBatch([event], durable: durable)
     }
 
+    /// The seq of the last record appended so far by anyone (0 for an empty log): what a record appended next
+    /// will follow.
+    public func lastSeq() throws(ContainerError) -> UInt64 {
+        try writer.withLock { writer throws(ContainerError) -> UInt64 in
+            let lock = try openLock(&writer)
+            do throws(Errno) {
+                try system_flock(lock, LOCK_EX)
+            } catch {
+                throw error.failure("lock the event log", lockPath)
+            }
+            defer { try? system_flock(lock, LOCK_UN) }
+            _ = try prepareLog(&writer)
+            return writer.lastSeq
+        }
+    }
+
     /// Appends a non-empty batch; returns the first seq.
     private func appendBatch(_ events: [Event], durable: Bool) throws(ContainerError) -> UInt64 {
         // Everything but `seq` and `time` is encoded before taking the locks.

@@ -171,6 +171,40 @@ import Testing
         #expect(deletedRecordCount(container) == 100_000)
     }
 
+    @Test func aCleanKilledAtAnyMomentLeavesEachFileOrExactlyOneRecord() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let tmp = container + "/tmp"
+        let count = 20_000
+        for index in 0..<count {
+            let fd = open(tmp + "/f\(index)", O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0o644)
+            guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+            close(fd)
+        }
+        // Each round is killed once it has printed some lines: by then it is in the middle of another batch.
+        for (round, lines) in [1, 300, 700, 1500].enumerated() {
+            let child = try InboxProcess.start(["--container", container, "clean"].map { Array($0.utf8) })
+            _ = child.readStdout(until: { $0.split(separator: "\n").count >= lines })
+            kill(child.pid, SIGKILL)
+            let result = try child.finish()
+            #expect(result.status == 128 + SIGKILL, "round \(round) ended before it was killed")
+        }
+        let last = try InboxProcess.run("--container", container, "clean")
+        #expect(last.status == 0, "\(last.stderr)")
+
+        var records: [String: Int] = [:]
+        for record in logRecords(container, event: "deleted") {
+            records[record["path"] as? String ?? "", default: 0] += 1
+        }
+        let left = Set(try FileManager.default.contentsOfDirectory(atPath: tmp))
+        #expect(left.isEmpty, "left in tmp: \(left.sorted().prefix(5))")
+        #expect(records.count == count)
+        #expect(records.values.allSatisfy { $0 == 1 }, "a file logged twice")
+        #expect((0..<count).allSatisfy { records["tmp/f\($0)"] == 1 })
+        #expect(
+            !FileManager.default.fileExists(atPath: container + "/Library/Application Support/inbox/cleanup.intent"))
+    }
+
     // MARK: - Helpers
 
     private func run(_ arguments: [String]) throws -> InboxProcess.Result {
