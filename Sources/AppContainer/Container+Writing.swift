@@ -38,27 +38,16 @@ extension Container {
         }
     }
 
-    /// Writes `bytes` as the file at `components` below the root, atomically and durably (a temporary file in
-    /// the same folder, fsynced, renamed over the old one, the folder fsynced), after `checkWritable`. No
-    /// symbolic link is followed on the way; the folder must exist. A new file is mode 0644.
+    /// Writes `bytes` as the file at `components` below the root, atomically and durably (`replaceFile`), after
+    /// `checkWritable`. No symbolic link is followed on the way; the folder must exist. The file is mode 0644.
     public func write(_ bytes: [UInt8], to components: [FileName]) throws(ContainerError) {
         try checkWritable(components: components)
         guard let name = components.last else { throw ContainerError(.refused, "'\(root)' is not a file") }
         let folder = try openFolder(Array(components.dropLast()))
         let shown = root + "/" + components.map(\.string).joined(separator: "/")
-        guard let temporary = FileName(".inbox-write.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") else {
-            throw ContainerError(.failure, "cannot name a temporary file for '\(shown)'")
-        }
         do {
-            let file = try FileDescriptor(
-                at: folder.rawValue, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o644)
-            try file.writeAll(bytes)
-            try file.sync()
-            try file.close()
-            try system_renameat2(folder.rawValue, temporary, folder.rawValue, name, [])
-            try folder.sync()
+            try folder.replaceFile(name, with: bytes)
         } catch {
-            _ = try? system_unlinkat(folder.rawValue, temporary)
             throw error.failure("write", shown)
         }
     }

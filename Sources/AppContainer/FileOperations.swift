@@ -1,6 +1,30 @@
 import Glibc
 
 extension FileDescriptor {
+    /// Writes `bytes` as the file `name` in this folder, atomically and durably: under a temporary name beside
+    /// it (unique, `.<name>.<pid>.<random>`, unless `temporary` names one), fsynced, renamed over `name`, and
+    /// the folder fsynced. No symbolic link is followed; the temporary is removed on failure.
+    public func replaceFile(_ name: FileName, with bytes: [UInt8], temporary: FileName? = nil, mode: mode_t = 0o644)
+        throws(Errno)
+    {
+        let unique = Array(".\(getpid()).\(UInt64.random(in: 0...UInt64.max))".utf8)
+        let temporary =
+            temporary ?? FileName(bytes: [0x2E] + name.bytes.prefix(FileName.maxLength - 1 - unique.count) + unique)
+        guard let temporary else { throw .invalidArgument }
+        do {
+            let file = try FileDescriptor(
+                at: rawValue, temporary, [.writeOnly, .create, .truncate, .noFollow], mode: mode)
+            try file.writeAll(bytes)
+            try file.sync()
+            try file.close()
+            try system_renameat2(rawValue, temporary, rawValue, name, [])
+            try system_fsync(rawValue)
+        } catch {
+            _ = try? system_unlinkat(rawValue, temporary)
+            throw error
+        }
+    }
+
     /// The names in this folder, without `.` and `..`, in no particular order.
     public func entries() throws(Errno) -> [FileName] {
         var names: [FileName] = []

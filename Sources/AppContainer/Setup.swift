@@ -124,21 +124,15 @@ public enum Setup {
         }
     }
 
-    /// `setup.done`, atomically: a temporary name, fsync, rename, fsync of the folder.
+    /// `setup.done`, atomically and durably (`replaceFile`).
     private static func writeMarker(_ state: borrowing FileDescriptor, _ container: Container, text: String)
         throws(ContainerError)
     {
-        let temporary = ".\(markerName).\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
         do {
-            let file = try FileDescriptor(
-                at: state.rawValue, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o644)
-            try file.writeAll(Array("setup done \(Timestamp.now().rfc3339)\n\(text)".utf8))
-            try file.sync()
-            try file.close()
-            try system_renameat2(state.rawValue, temporary, state.rawValue, markerName, [])
-            try system_fsync(state.rawValue)
+            try state.replaceFile(
+                FileName(markerName).unsafelyUnwrapped,
+                with: Array("setup done \(Timestamp.now().rfc3339)\n\(text)".utf8))
         } catch {
-            _ = try? system_unlinkat(state.rawValue, temporary)
             throw error.failure("write", markerPath(container))
         }
     }

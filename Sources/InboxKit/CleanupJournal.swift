@@ -68,22 +68,17 @@ struct CleanupJournal {
         }
     }
 
-    /// Writes the intent for `items`, appended to the log after `seq`: a temporary name, fsync, rename, fsync.
+    /// Writes the intent for `items`, appended to the log after `seq`, atomically and durably.
     func write(_ items: [Item], after seq: UInt64) throws(ContainerError) {
         var text = Array("inbox cleanup intent 1\nseq \(seq)\n".utf8)
         for item in items {
             text += Array("\(item.device) \(item.inode) ".utf8) + Self.hex(Array(item.reason.utf8))
             text += [0x20] + Self.hex(item.path) + [0x0A]
         }
-        let temporary = "." + Self.intentName + ".tmp"
         do {
-            let file = try FileDescriptor(
-                at: state.rawValue, temporary, [.writeOnly, .create, .truncate, .noFollow], mode: 0o644)
-            try file.writeAll(text)
-            try file.sync()
-            try file.close()
-            try system_renameat2(state.rawValue, temporary, state.rawValue, Self.intentName, [])
-            try system_fsync(state.rawValue)
+            try state.descriptor.replaceFile(
+                FileName(Self.intentName).unsafelyUnwrapped, with: text,
+                temporary: FileName("." + Self.intentName + ".tmp"))
         } catch {
             throw error.failure("write", intentPath)
         }
