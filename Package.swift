@@ -33,7 +33,7 @@ let package = Package(
         .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),
-        .testTarget(name: "CLITests", dependencies: ["inbox", "InboxKit"]),
+        .testTarget(name: "CLITests", dependencies: ["inbox", "InboxKit", "CLinux"]),
     ]
 )
 

@@ -258,26 +258,6 @@ private struct CleanupExecutor {
     }
 }
 
-extension Watcher {
-    /// Applies the cleanup policy of the container's preferences; a watcher holds the lock, so the app runs.
-    func applyCleanupPolicy() {
-        do throws(ContainerError) {
-            let plan = CleanupPlan(
-                container: inbox.container, policy: try Preferences.load(inbox.container), appIsRunning: true)
-            let summary = try plan.execute(
-                log: inbox.log, waitForLock: false, shouldStop: { [queue] in queue.isStopped }, { _ in })
-            if summary.deleted > 0 {
-                report("cleanup deleted \(summary.deleted) entries (\(summary.bytesFreed) bytes)")
-            }
-            if let failure = summary.firstFailure {
-                report("cleanup could not delete \(summary.failed) entries: \(failure.message)")
-            }
-        } catch {
-            report(error.code == .busy ? "cleanup skipped: \(error.message)" : "cleanup failed: \(error.message)")
-        }
-    }
-}
-
 /// The one line a long clean keeps up to date on a terminal, `inbox: cleaning… 53,120 entries checked`,
 /// redrawn in place with `\r` at most once per `interval`. Nothing is written when the output is not a
 /// terminal, nor by a clean that ends within the first `interval`.

@@ -15,7 +15,8 @@ public struct WatchOptions: Sendable {
     public var once = false
     /// How often the whole Inbox is scanned even when no event says so.
     public var rescanInterval: Duration = .seconds(300)
-    /// How often the cleanup policy (DESIGN §5) is applied, first right after the start-up scan; nil: never.
+    /// How often the cleanup policy (DESIGN §5) is applied on a thread of its own, first at the start; nil:
+    /// never.
     public var cleanInterval: Duration? = .seconds(3600)
     /// The most arrivals handled in one group commit.
     public var maxBatch = 256
@@ -100,9 +101,10 @@ public final class Watcher: Sendable {
         defer { Watcher.inotifyInUse.withLock { $0 = false } }
         let lock = try WatcherLock(container: inbox.container)
         defer { withExtendedLifetime(lock) {} }
-        // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
+        // One-time setup and the cleanup policy run beside the watcher; `--once` waits for them, a stop
+        // interrupts them.
         let setup = BackgroundSetup.start(inbox, report: { [self] in report($0) })
-        defer { setup?.finish(waiting: options.once && !queue.isStopped) }
+        defer { setup?.finish(waiting: false) }
         inbox.recoverInterruptedMoves()
         let pipeline = try ArrivalPipeline(watcher: self)
         try pipeline.recoverInterruptedBatch()
@@ -121,9 +123,10 @@ public final class Watcher: Sendable {
             events?.stop()
             continuation.finish()
         }
+        let cleanup = options.cleanInterval.map { BackgroundCleanup.start(self, interval: $0, once: options.once) }
+        defer { cleanup?.finish(waiting: false) }
         queue.requestRescan("start-up")
         var nextRescan = ContinuousClock.now + options.rescanInterval
-        var nextClean = ContinuousClock.now
         while true {
             let batch = queue.take(timeout: min(.seconds(1), max(.zero, nextRescan - .now)))
             if batch.overflows > 0 {
@@ -144,12 +147,10 @@ public final class Watcher: Sendable {
                 try pipeline.scan(reason: reason, stop: { queue.isStopped }, handle: handle)
                 nextRescan = .now + options.rescanInterval
             }
-            if let interval = options.cleanInterval, !queue.isStopped, ContinuousClock.now >= nextClean {
-                applyCleanupPolicy()
-                nextClean = .now + interval
-            }
             if options.once || queue.isStopped { break }
         }
+        setup?.finish(waiting: options.once && !queue.isStopped)
+        cleanup?.finish(waiting: options.once && !queue.isStopped)
         SystemdNotify.send("STOPPING=1")
         try pipeline.saveCheckpoint()
         try inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)

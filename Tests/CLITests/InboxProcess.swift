@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Glibc
 import Testing
@@ -121,6 +122,8 @@ struct InboxProcess {
         posix_spawn_file_actions_adddup2(&actions, pipes[0][0], 0)
         posix_spawn_file_actions_adddup2(&actions, pipes[1][1], 1)
         posix_spawn_file_actions_adddup2(&actions, pipes[2][1], 2)
+        // Nothing else this test process holds open, such as a file another test is writing, reaches the child.
+        inbox_posix_spawn_file_actions_addclosefrom_np(&actions, 3)
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "INBOX_CONTAINER")
         env.merge(environment) { $1 }

@@ -110,7 +110,7 @@ import Testing
 
     private func writeFile(_ path: [UInt8], contents: [UInt8]) throws {
         let fd = (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer {
-            open($0.baseAddress!, O_CREAT | O_WRONLY | O_EXCL, 0o644)
+            open($0.baseAddress!, O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0o644)
         }
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         defer { close(fd) }
@@ -118,7 +118,9 @@ import Testing
     }
 
     private func readFile(_ path: [UInt8]) throws -> [UInt8] {
-        let fd = (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer { open($0.baseAddress!, O_RDONLY) }
+        let fd = (path.map { CChar(bitPattern: $0) } + [0]).withUnsafeBufferPointer {
+            open($0.baseAddress!, O_RDONLY | O_CLOEXEC)
+        }
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 65536)

@@ -62,7 +62,7 @@ final class RunningWatcher {
 func writeFiles(_ count: Int, in folder: String, prefix: String) throws {
     try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
     for index in 0..<count {
-        let fd = open(folder + "/\(prefix)\(index).txt", O_CREAT | O_WRONLY | O_EXCL, 0o644)
+        let fd = open(folder + "/\(prefix)\(index).txt", O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         let text = Array("\(prefix) number \(index)\n".utf8)
         _ = text.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
