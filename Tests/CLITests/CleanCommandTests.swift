@@ -205,6 +205,32 @@ import Testing
             !FileManager.default.fileExists(atPath: container + "/Library/Application Support/inbox/cleanup.intent"))
     }
 
+    @Test func theWatchersCleanNeverDelaysAnArrival() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let tmp = container + "/tmp"
+        let count = 50_000
+        let old = timespec(tv_sec: time(nil) - 30 * 86_400, tv_nsec: 0)
+        for index in 0..<count {
+            let fd = open(tmp + "/old\(index)", O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0o644)
+            guard fd >= 0, futimens(fd, [old, old]) == 0 else {
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            }
+            close(fd)
+        }
+        let watcher = try RunningWatcher(container)
+        let file = try folder.file("first.txt", "first")
+        #expect(try InboxProcess.run("--container", container, "deliver", file).status == 0)
+        #expect(waitUntil { logRecords(container, event: "arrived").count == 1 })
+        #expect(waitUntil(timeout: 180) { (try? FileManager.default.contentsOfDirectory(atPath: tmp).isEmpty) == true })
+        #expect(try watcher.stop().status == 0)
+
+        let arrived = try #require(logRecords(container, event: "arrived").first?["seq"] as? Int)
+        let deleted = logRecords(container, event: "deleted").compactMap { $0["seq"] as? Int }
+        #expect(deleted.count == count)
+        #expect(arrived < (deleted.max() ?? 0), "the arrival is logged while the clean goes on")
+    }
+
     // MARK: - Helpers
 
     private func run(_ arguments: [String]) throws -> InboxProcess.Result {
