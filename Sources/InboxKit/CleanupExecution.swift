@@ -155,9 +155,9 @@ private struct CleanupExecutor {
                         ])
                 }, durable: true)
         } catch {
+            // Nothing logged: everything goes back. The intent stays for the next clean to check.
             for index in aside { putBack(items[index]) }
             try? syncFolders()
-            try? journal.remove()
             throw error
         }
         for index in aside {
@@ -228,13 +228,13 @@ private struct CleanupExecutor {
         }
     }
 
-    private mutating func putBack(_ item: CleanupJournal.Item) {
+    private func putBack(_ item: CleanupJournal.Item) {
         guard let folder = folders[item.folder]?.rawValue else { return }
         item.putBack(in: folder)
     }
 
     /// Removes the aside (a folder with everything in it); the error when something stays.
-    private mutating func removeAside(_ item: CleanupJournal.Item) -> ContainerError? {
+    private func removeAside(_ item: CleanupJournal.Item) -> ContainerError? {
         guard let folder = folders[item.folder]?.rawValue else { return nil }
         let shown = plan.container.root + "/" + String(decoding: item.path, as: UTF8.self)
         do throws(Errno) {
