@@ -458,16 +458,6 @@ private func arriveAndWait(at barrier: String, for count: Int) -> Bool {
         seconds: 30, { (try? FileManager.default.contentsOfDirectory(atPath: barrier).count) ?? 0 >= count })
 }
 
-/// Polls `condition` until it holds or `seconds` pass; whether it held.
-private func waitUntil(seconds: Int, _ condition: () -> Bool) -> Bool {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        usleep(1_000)
-    }
-    return condition()
-}
-
 /// Starts `count` threads running `body(index)`; the result turns true once all have returned.
 private func runThreadsInBackground(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) -> Shared<Bool> {
     let finished = Shared(0)

@@ -277,16 +277,6 @@ private func onThreads<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (I
     return results.withLock { all in (0..<count).compactMap { all[$0] } }
 }
 
-/// Polls `condition` until it holds or `seconds` pass; whether it held.
-private func waitUntil(seconds: Int, _ condition: () -> Bool) -> Bool {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        usleep(5_000)
-    }
-    return condition()
-}
-
 /// Whether process `pid` has ended: no longer in /proc, or a zombie waiting for its (new) parent.
 private func isGone(_ pid: pid_t) -> Bool {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }

@@ -87,6 +87,16 @@ func pattern(_ count: Int, seed: UInt64 = 0x9E37_79B9_7F4A_7C15) -> [UInt8] {
     }
 }
 
+/// Polls `condition` every millisecond until it holds or `seconds` pass; whether it held.
+func waitUntil(seconds: Int, _ condition: () -> Bool) -> Bool {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        usleep(1_000)
+    }
+    return condition()
+}
+
 /// Expects `body` to throw a `ContainerError` with `code`, and returns it.
 @discardableResult
 func expectError<R: ~Copyable>(
