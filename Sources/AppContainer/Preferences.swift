@@ -52,17 +52,19 @@ public struct Preferences: Sendable, Equatable {
         return preferences
     }
 
-    /// Writes the file with every key, keeping values already there; atomic (a temporary file renamed).
+    /// Writes the file with every key, keeping values already there; atomically and durably (`Container.write`).
     public static func writeDefaults(_ container: Container) throws(ContainerError) {
         let current = try load(container)
         var plist: [String: Any] = [:]
         for (key, keyPath) in keys { plist[key] = current[keyPath: keyPath] }
-        let path = path(container)
+        let data: Data
         do {
-            let data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
-            try data.write(to: URL(fileURLWithPath: path), options: .atomic)
+            data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
         } catch {
-            throw ContainerError(.cannotCreate, "cannot write '\(path)': \(error.localizedDescription)")
+            throw ContainerError(.failure, "cannot encode the preferences: \(error.localizedDescription)")
         }
+        try container.write(Array(data), to: container.components(of: .preferences) + [fileName])
     }
+
+    private static let fileName = FileName("inbox.plist").unsafelyUnwrapped
 }
