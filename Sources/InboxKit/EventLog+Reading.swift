@@ -204,6 +204,42 @@ private func readLines(
 }
 
 extension EventRecord {
+    /// The record's top-level keys in the order its line holds them (`fields` has no order).
+    public var keysInOrder: [String] {
+        let bytes = Array(line.utf8)
+        var keys: [String] = []
+        var depth = 0
+        var expectingKey = false
+        var index = 0
+        while index < bytes.count {
+            switch bytes[index] {
+            case UInt8(ascii: "\""):
+                let start = index
+                index += 1
+                while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                    index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+                }
+                if depth == 1, expectingKey, index < bytes.count,
+                    let key = try? JSONSerialization.jsonObject(
+                        with: Data(bytes[start...index]), options: .fragmentsAllowed) as? String
+                {
+                    keys.append(key)
+                    expectingKey = false
+                }
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+                expectingKey = depth == 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                depth -= 1
+            case UInt8(ascii: ","):
+                expectingKey = depth == 1
+            default:
+                break
+            }
+            index += 1
+        }
+        return keys
+    }
     /// A path field exact to the byte: from `<key>_b64` when the record has it, else the text of `key`.
     public func pathBytes(_ key: String) -> [UInt8]? {
         if let encoded = fields[key + "_b64"], let data = Data(base64Encoded: encoded) { return Array(data) }

@@ -133,11 +133,12 @@ struct LogCommand: Command {
 }
 
 extension EventRecord {
-    /// `12  2026-11-29T16:37:38.123Z  moved  from=… to=…`
+    /// `12  2026-11-29T16:37:38.123Z  moved  from=… to=…`, the fields in the order the record holds them.
     var humanReadable: String {
         let skip: Set<String> = ["seq", "time", "event"]
-        let rest = fields.filter { !skip.contains($0.key) && !$0.key.hasSuffix("_b64") }.sorted { $0.key < $1.key }
-        let details = rest.map { "\($0.key)=\($0.value.debugDescription)" }.joined(separator: " ")
+        let keys = keysInOrder.filter { !skip.contains($0) && !$0.hasSuffix("_b64") }
+        let details = keys.compactMap { key in fields[key].map { "\(key)=\($0.debugDescription)" } }
+            .joined(separator: " ")
         return "\(seq)  \(time)  \(event)  \(details)"
     }
 }

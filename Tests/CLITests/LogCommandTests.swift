@@ -40,7 +40,10 @@ import Testing
         #expect(moved.status == 0)
         #expect(moved.lines.count == 1)
         #expect(moved.lines.first?.contains("moved") == true)
-        #expect(moved.lines.first?.contains("Documents/b.txt") == true)
+        #expect(
+            moved.lines.first?.hasSuffix(
+                #"moved  from="Documents/Inbox/b.txt" to="Documents/b.txt" reason="move""#) == true,
+            "fields in the record's order: \(moved.lines)")
         let two = try InboxProcess.run("--container", container, "log", "--json", "--event", "moved,delivered")
         #expect(two.lines.count == 4)
     }

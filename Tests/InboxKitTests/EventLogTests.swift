@@ -47,10 +47,20 @@ import Testing
             #expect(last.fields["gone"] == "false")
             #expect(last.fields["seq"] == String(moved))
             #expect(last.fields["event"] == "moved")
+            #expect(
+                last.keysInOrder == [
+                    "seq", "time", "event", "from", "to", "reason", "size", "ok", "gone", "note", "big",
+                ])
 
             // The file holds exactly the records' lines, one a line.
             #expect(try lines(in: folder) == records.map(\.line))
         }
+    }
+
+    @Test func keysInOrderSkipNestedKeysAndQuotedBraces() throws {
+        let line = #"{"seq":1,"time":"t","event":"x","b":{"inner":[1,{"deep":2}]},"s":"a\",\"fake\":{","a":[]}"#
+        let record = EventRecord(seq: 1, time: "t", event: "x", line: line, fields: [:])
+        #expect(record.keysInOrder == ["seq", "time", "event", "b", "s", "a"])
     }
 
     @Test func invalidUTF8PathGetsReplacementAndExactBase64() throws {
