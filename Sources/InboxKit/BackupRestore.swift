@@ -33,7 +33,8 @@ extension BackupArchive {
     /// re-creates, are skipped. libarchive then extracts with its own guards on
     /// (`ARCHIVE_EXTRACT_SECURE_SYMLINKS`, `_NODOTDOT`, `_NOABSOLUTEPATHS`: nothing is written through a
     /// symbolic link) and what it refuses is refused too. Refusals are reported, not thrown: the rest is
-    /// restored. Owners are not restored; modes (without set-id bits) and modification times are.
+    /// restored. Owners are not restored; modes (without set-id bits) and modification times are. The
+    /// container's filesystem is synced before this returns.
     public func restore(into container: Container) throws(ContainerError) -> RestoreReport {
         try restore(into: container, ownWorkingFolder: true)
     }
@@ -55,6 +56,12 @@ extension BackupArchive {
             container: container, archive: archive.rawValue, root: root.rawValue, shown: path,
             ownWorkingFolder: ownWorkingFolder)
         let report = try job.runOnOwnThread()
+        // Everything restored reaches the disk before this returns: one call for the container's filesystem.
+        do {
+            try system_syncfs(root.rawValue)
+        } catch {
+            throw error.failure("sync", container.root)
+        }
         // Closed here, once the job that borrowed their raw descriptors is done.
         try? archive.close()
         try? root.close()
