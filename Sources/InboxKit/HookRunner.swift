@@ -80,13 +80,15 @@ public struct HookRunner: Sendable {
         do {
             if Landlock.isAvailable {
                 // Where Landlock works the hook never runs without it: no ruleset, no run.
-                let ruleset: FileDescriptor
+                let ruleset: Landlock.Ruleset
                 do {
-                    ruleset = try Landlock.ruleset(sparing: try system_realpath(containerRoot))
+                    ruleset = try Landlock.sharedRuleset(sparing: try system_realpath(containerRoot))
                 } catch {
                     throw error.failure("build the Landlock sandbox for the container", containerRoot)
                 }
-                hook = try start(environment: environment, stdin: file, ruleset: ruleset.rawValue)
+                hook = try withExtendedLifetime(ruleset) { () throws(Errno) in
+                    try start(environment: environment, stdin: file, ruleset: ruleset.rawValue)
+                }
             } else {
                 hook = try start(environment: environment, stdin: file, ruleset: nil)
             }

@@ -1,6 +1,7 @@
 import AppContainer
 import CLinux
 import Glibc
+import Synchronization
 
 /// The sandbox of an external handler (DESIGN §2): no write access to the container, read and execute
 /// everywhere, writes elsewhere as usual.
@@ -61,6 +62,52 @@ enum Landlock {
         return ruleset
     }
 
+    /// `ruleset(sparing:)`, kept for the next run and built again only when a folder it lists (`/` and each
+    /// ancestor of `root`) has changed since: another device, inode, mode or modification time. A folder
+    /// modified in the second before `now` is not trusted to show a later change in its modification time
+    /// (timestamps are coarse), so that ruleset is used once and not kept.
+    static func sharedRuleset(sparing root: [UInt8], now: Timestamp = .now()) throws(Errno) -> Ruleset {
+        try cache.withLock { cache throws(Errno) -> Ruleset in
+            let stamps = try listedFolders(sparing: root)
+            if let cached = cache[root], cached.stamps == stamps { return cached.ruleset }
+            let ruleset = Ruleset(try ruleset(sparing: root))
+            if cache.count >= 16 { cache.removeAll() }
+            let settled = stamps.allSatisfy { now.seconds - $0.modified.seconds > 1 }
+            cache[root] = settled ? Cached(stamps: stamps, ruleset: ruleset) : nil
+            return ruleset
+        }
+    }
+
+    /// Kept rulesets by the root they spare (a watcher has one; tests make many).
+    private static let cache = Mutex<[[UInt8]: Cached]>([:])
+
+    private struct Cached {
+        let stamps: [Stamp]
+        let ruleset: Ruleset
+    }
+
+    /// What says that a folder's list of names may have changed.
+    private struct Stamp: Equatable {
+        let device: UInt64
+        let inode: UInt64
+        let mode: mode_t
+        let modified: Timestamp
+    }
+
+    /// The stamps of `/` and each ancestor of `root`: the folders `ruleset(sparing:)` lists.
+    private static func listedFolders(sparing root: [UInt8]) throws(Errno) -> [Stamp] {
+        var stamps: [Stamp] = []
+        var path: [UInt8] = [0x2F]
+        let components = root.split(separator: 0x2F)
+        for (index, component) in components.enumerated() {
+            let status = try fileStatus(in: currentDirectory, path)
+            stamps.append(
+                Stamp(device: status.device, inode: status.inode, mode: status.mode, modified: status.modified))
+            if index < components.count - 1 { path += (path.count > 1 ? [0x2F] : []) + component }
+        }
+        return stamps
+    }
+
     /// Adds a rule for each child of `folder` but `spared`. Symbolic links get none: what they point to
     /// is judged by its own place. A folder that cannot be listed gives its children no write rights.
     private static func allowWritingBeneathChildren(
@@ -99,6 +146,19 @@ enum Landlock {
 }
 
 extension Landlock {
+    /// A ruleset that runs may share: closed once the last one lets it go.
+    final class Ruleset: Sendable {
+        let rawValue: CInt
+
+        init(_ descriptor: consuming FileDescriptor) {
+            rawValue = descriptor.release()
+        }
+
+        deinit {
+            try? system_close(rawValue)
+        }
+    }
+
     /// Landlock's file-system access rights.
     struct Access: OptionSet {
         let rawValue: UInt64

@@ -2,9 +2,10 @@ import AppContainer
 import Dispatch
 import Foundation
 import Glibc
-import InboxKit
 import Synchronization
 import Testing
+
+@testable import InboxKit
 
 @Suite struct HookRunnerTests {
     // MARK: - What the hook gets
@@ -167,6 +168,37 @@ import Testing
         #expect(onThreads(1) { _ in unlink(path) } == [0])
     }
 
+    @Test(.enabled(if: HookRunner.isLandlockAvailable, "Landlock is not available on this kernel"))
+    func aRulesetIsKeptUntilAFolderItListsChanges() throws {
+        // Not in /tmp, which other tests change all the time: folders this test alone changes.
+        let fixture = try HookFixture(base: "/var/tmp/inbox-landlock-cache-test")
+        let root = try system_realpath(fixture.container)
+        // A clock a minute ahead: every folder on the way has settled.
+        let later = Timestamp(seconds: Timestamp.now().seconds + 60, nanoseconds: 0)
+        let first = try Landlock.sharedRuleset(sparing: root, now: later)
+        #expect(try Landlock.sharedRuleset(sparing: root, now: later) === first, "kept while nothing changed")
+        try FileManager.default.createDirectory(atPath: fixture.folder + "/new", withIntermediateDirectories: false)
+        let second = try Landlock.sharedRuleset(sparing: root, now: later)
+        #expect(second !== first, "built again once the container's parent gained a name")
+        #expect(try Landlock.sharedRuleset(sparing: root, now: later) === second)
+        // With the real clock, a parent modified a moment ago is not trusted: what is built is not kept.
+        try FileManager.default.createDirectory(atPath: fixture.folder + "/newer", withIntermediateDirectories: false)
+        let fresh = try Landlock.sharedRuleset(sparing: root)
+        #expect(try Landlock.sharedRuleset(sparing: root) !== fresh)
+    }
+
+    @Test(.enabled(if: HookRunner.isLandlockAvailable, "Landlock is not available on this kernel"))
+    func aHookMayWriteBesideTheContainerInAFolderMadeAfterTheFirstHook() throws {
+        let fixture = try HookFixture()
+        let item = try fixture.item(try #require(FileName("a.txt")), Array("a".utf8))
+        #expect(try fixture.run(#"echo one > "$OUT/one""#, item: item).succeeded)
+        let beside = fixture.folder + "/made-later"
+        try FileManager.default.createDirectory(atPath: beside, withIntermediateDirectories: false)
+        let outcome = try fixture.run("echo two > '\(beside)/two'", item: item)
+        #expect(outcome.succeeded && outcome.landlocked, "\(outcome.stderrTail)")
+        #expect(FileManager.default.contents(atPath: beside + "/two") == Data("two\n".utf8))
+    }
+
     // MARK: - Concurrency
 
     @Test func hooksOnFourThreadsEachGetTheirOwnOutcome() throws {
@@ -204,8 +236,10 @@ private final class HookFixture: Sendable {
     var container: String { folder + "/container" }
     var outside: String { folder + "/outside" }
 
-    init() throws {
-        var template = Array("/tmp/inbox-hook-test.XXXXXX".utf8CString)
+    /// - Parameter base: the folder to make it in; it is made if missing, and left.
+    init(base: String = "/tmp") throws {
+        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+        var template = Array((base + "/inbox-hook-test.XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
         folder = String(cString: made)
         for path in ["/container/Documents/Inbox", "/container/Library", "/outside"] {
