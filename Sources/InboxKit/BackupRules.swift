@@ -33,6 +33,17 @@ enum BackupRules {
             || (kind == .directory && name.bytes == journalFolder)
     }
 
+    static let inboxComponents = components(Place.inbox.relativePath(appName: ""))
+
+    /// Whether this is a delivery under way in the Inbox (`Inbox.stagingName`): not yet an item, and written
+    /// again by its deliverer (or swept, when abandoned).
+    static func isDeliveryInProgress(_ components: [FileName], kind: FileKind) -> Bool {
+        guard kind == .regular, components.count == inboxComponents.count + 1, components.starts(with: inboxComponents),
+            let name = components.last
+        else { return false }
+        return Inbox.isStagingName(name)
+    }
+
     /// Whether a link in `folder` to `target` surely stays in the container: relative, and any `..` comes
     /// first and climbs no higher than the root. (A `..` after a name could climb out through another link.)
     static func linkStaysInside(_ target: [UInt8], from folder: some Collection<FileName>) -> Bool {
@@ -73,6 +84,7 @@ enum BackupRules {
         guard place.rules.isBackedUp else { return (false, "\(placePath): not backed up") }
         if let special = specialKindName(kind) { return (false, "\(special): never backed up") }
         if isRecreated(components, kind: kind) { return (false, "re-created by inbox") }
+        if isDeliveryInProgress(components, kind: kind) { return (false, "a delivery under way: not backed up") }
         if let flaggedBy {
             if flaggedBy == components { return (false, "flagged: excluded from backup") }
             let folder = String(decoding: joined(flaggedBy), as: UTF8.self)
@@ -151,7 +163,11 @@ enum RestoreRules {
         if kind != .directory, isPlaceFolder(components, appName: appName) {
             return .refuse("the folder of a place, which must be a folder")
         }
-        if !place.rules.isBackedUp || BackupRules.isRecreated(components, kind: kind) { return .skip }
+        if !place.rules.isBackedUp || BackupRules.isRecreated(components, kind: kind)
+            || BackupRules.isDeliveryInProgress(components, kind: kind)
+        {
+            return .skip
+        }
         return .restore(path: BackupRules.joined(components), hardlink: target)
     }
 }

@@ -101,10 +101,17 @@ extension Inbox {
         return input
     }
 
+    private static let stagingPrefix = ".inbox-staging."
+
     /// A fresh name for a delivery in progress; the leading `.` keeps the watcher away from it.
     static func stagingName() -> FileName {
-        FileName(".inbox-staging.\(getpid()).\(UInt64.random(in: 0...UInt64.max))")
+        FileName(stagingPrefix + "\(getpid()).\(UInt64.random(in: 0...UInt64.max))")
             ?? FileName(bytes: Array(".inbox-staging".utf8)).unsafelyUnwrapped
+    }
+
+    /// Whether `name` is one `stagingName` makes.
+    static func isStagingName(_ name: FileName) -> Bool {
+        name.bytes.starts(with: stagingPrefix.utf8)
     }
 
     /// A suggested name made safe (DESIGN §3): no `/` or NUL (each becomes `_`), no leading `.`, not empty,
@@ -134,7 +141,7 @@ extension Inbox {
         let folder = try container.openFolder(.inbox)
         var swept: [FileName] = []
         do {
-            for name in try folder.entries() where name.string.hasPrefix(".inbox-staging.") {
+            for name in try folder.entries() where Self.isStagingName(name) {
                 guard let status = try? fileStatus(in: folder.rawValue, name), status.kind == .regular,
                     now.seconds - status.modified.seconds > maxAge
                 else { continue }

@@ -114,6 +114,19 @@ import Testing
         #expect(entries["Documents/watch.lock"]?.included == true)
     }
 
+    @Test func aDeliveryUnderWayIsLeftOutButAClaimedItemIsBackedUp() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try write(scratch.container, "Documents/Inbox/.inbox-staging.12.34")
+        try write(scratch.container, "Documents/Inbox/.inbox-claim.12.34")
+        try write(scratch.container, "Documents/.inbox-staging.12.34")
+        let entries = try plan(scratch.container)
+        #expect(entries["Documents/Inbox/.inbox-staging.12.34"]?.included == false)
+        #expect(entries["Documents/Inbox/.inbox-staging.12.34"]?.reason == "a delivery under way: not backed up")
+        #expect(entries["Documents/Inbox/.inbox-claim.12.34"]?.included == true, "an item in the middle of a move")
+        #expect(entries["Documents/.inbox-staging.12.34"]?.included == true, "only the Inbox stages deliveries")
+    }
+
     @Test(.enabled(if: userAttributesWork)) func theFlagIsSetReadAndClearedWithTheBytesMacOSWrites() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
