@@ -141,6 +141,14 @@ final class ArchiveWriter {
     private let archive: OpaquePointer
     private let shown: String
     private var buffer = [UInt8](repeating: 0, count: 256 * 1024)
+    /// The path archived first for each file with more than one name, by (device, inode): its other names
+    /// are archived as hard links to it, not as copies.
+    private var firstNames: [FileID: [UInt8]] = [:]
+
+    private struct FileID: Hashable {
+        let device: UInt64
+        let inode: UInt64
+    }
 
     init(fd: CInt, shown: String) throws(ContainerError) {
         guard let archive = archive_write_new() else {
@@ -157,10 +165,11 @@ final class ArchiveWriter {
         archive_write_free(archive)
     }
 
-    /// One entry's header; a regular file's contents follow with `write`.
+    /// One entry's header; a regular file's contents follow with `write`. `link` is a symbolic link's
+    /// target, `hardlink` the path archived earlier that this one is another name of.
     func header(
         _ path: [UInt8], type: mode_t, _ status: FileStatus, _ owner: (uid: UInt32, gid: UInt32), size: Int64 = 0,
-        link: [UInt8]? = nil
+        link: [UInt8]? = nil, hardlink: [UInt8]? = nil
     ) throws(ContainerError) {
         guard let entry = archive_entry_new() else { throw failure() }
         defer { archive_entry_free(entry) }
@@ -172,11 +181,13 @@ final class ArchiveWriter {
         archive_entry_set_mtime(entry, time_t(status.modified.seconds), Int(status.modified.nanoseconds))
         archive_entry_set_size(entry, size)
         if let link { link.withCString { archive_entry_copy_symlink(entry, $0) } }
+        if let hardlink { hardlink.withCString { archive_entry_copy_hardlink(entry, $0) } }
         guard archive_write_header(archive, entry) >= ARCHIVE_WARN else { throw failure() }
     }
 
     /// A regular file: opened with O_NOFOLLOW in its folder, its header, then its contents up to the size it
-    /// had when opened. Returns that size, or nil when the file is gone or is no longer a regular file.
+    /// had when opened. Returns that size (0 for another name of a file archived before: a hard link), or nil
+    /// when the file is gone or is no longer a regular file.
     func file(_ entry: BackupPlan.Entry, in folder: CInt, _ name: FileName, container: Container)
         throws(ContainerError) -> Int64?
     {
@@ -189,6 +200,14 @@ final class ArchiveWriter {
             throw error.failure("read", shownFile)
         }
         guard status.kind == .regular else { return nil }
+        if status.linkCount > 1 {
+            let id = FileID(device: status.device, inode: status.inode)
+            if let first = firstNames[id] {
+                try header(entry.path, type: S_IFREG, status, entry.owner, hardlink: first)
+                return 0
+            }
+            firstNames[id] = entry.path
+        }
         try header(entry.path, type: S_IFREG, status, entry.owner, size: status.size)
         var remaining = status.size
         while remaining > 0 {

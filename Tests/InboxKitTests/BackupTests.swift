@@ -312,6 +312,34 @@ import Testing
         #expect(try !target.isExcludedFromBackup(at: [try name("Documents")]))
     }
 
+    @Test func aFileWithTwoNamesIsArchivedOnceAndRestoredWithBoth() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let root = scratch.container.root
+        try FileManager.default.createDirectory(atPath: root + "/Documents/sub", withIntermediateDirectories: true)
+        try makeFile(root + "/Documents/a.bin", pattern(100_000, seed: 9))
+        #expect(link(root + "/Documents/a.bin", root + "/Documents/sub/b.bin") == 0)
+        let archive = BackupArchive(path: scratch.outside("backup.tar"))
+
+        let summary = try archive.write(from: scratch.container)
+
+        #expect(summary.bytes == 100_000, "the contents are archived once")
+        #expect(try status(scratch.outside("backup.tar")).size < 150_000)
+        let (code, table, _) = try tar(["-tvf", summary.path])
+        #expect(code == 0)
+        // Whichever name the walk meets first holds the contents (folders are read in no set order).
+        #expect(
+            table.contains("Documents/sub/b.bin link to Documents/a.bin")
+                || table.contains("Documents/a.bin link to Documents/sub/b.bin"), "\(table)")
+        let target = try Container.create(at: scratch.outside("restored"), appName: "Mail")
+        let report = try archive.restore(into: target)
+        #expect(report.refused.isEmpty, "\(report.refused.map(\.reason))")
+        let first = try status(target.root + "/Documents/a.bin")
+        let second = try status(target.root + "/Documents/sub/b.bin")
+        #expect(first.isSameFile(as: second) && first.linkCount == 2)
+        #expect(try readFile(target.root + "/Documents/sub/b.bin") == pattern(100_000, seed: 9))
+    }
+
     @Test func anArchiveInsideABackedUpPlaceIsRefused() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
