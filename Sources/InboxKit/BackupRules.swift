@@ -4,11 +4,12 @@ import Glibc
 /// The rules that decide one path, apart from the walk so the restorer asks the same questions.
 enum BackupRules {
     /// Files in the state folder that inbox re-creates or that mean nothing in another container: the locks
-    /// of the log, the watcher, setup and cleanup, the arrival checkpoint (`ArrivalPipeline+Recovery`) and a
+    /// of the log, the watcher, setup, cleanup and bundle install, the arrival checkpoint (`ArrivalPipeline+Recovery`) and a
     /// cleanup intent (`CleanupJournal`: it names files by inode), with their temporaries.
     static let recreatedStateFiles: Set<[UInt8]> = Set(
         [
-            "events.lock", "watch.lock", "setup.lock", "cleanup.lock", "arrived.checkpoint", ".arrived.checkpoint.tmp",
+            "events.lock", "watch.lock", "setup.lock", "cleanup.lock", "bundle.lock", "arrived.checkpoint",
+            ".arrived.checkpoint.tmp",
             "cleanup.intent", ".cleanup.intent.tmp",
         ].map { Array($0.utf8) })
     /// The move journal's folder (`MoveJournal`), re-created when empty.

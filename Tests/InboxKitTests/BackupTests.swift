@@ -86,7 +86,7 @@ import Testing
         try scratch.inbox.log.append(Event(.setup))
         let state = Container.stateRelativePath
         for name in [
-            "watch.lock", "setup.lock", "cleanup.lock", "cleanup.intent", "arrived.checkpoint",
+            "watch.lock", "setup.lock", "cleanup.lock", "bundle.lock", "cleanup.intent", "arrived.checkpoint",
             ".arrived.checkpoint.tmp", "events.00000000000000000007.jsonl",
         ] {
             try write(scratch.container, state + "/" + name)
@@ -97,8 +97,8 @@ import Testing
         var entries = try plan(scratch.container)
 
         for name in [
-            "events.lock", "watch.lock", "setup.lock", "cleanup.lock", "cleanup.intent", "arrived.checkpoint",
-            ".arrived.checkpoint.tmp", "journal/",
+            "events.lock", "watch.lock", "setup.lock", "cleanup.lock", "bundle.lock", "cleanup.intent",
+            "arrived.checkpoint", ".arrived.checkpoint.tmp", "journal/",
         ] {
             #expect(entries[state + "/" + name]?.included == false, "\(name)")
             #expect(entries[state + "/" + name]?.reason == "re-created by inbox", "\(name)")
