@@ -57,17 +57,19 @@ extension CleanupPlan {
     /// Deletes each entry of the plan as the walk produces it (with `dryRun`, only reports it), in batches
     /// under `CleanupJournal`, and logs `deleted` with its path and reason. `each` hears of every entry, in
     /// order, once its batch is done. First it settles a batch that a crash left unfinished. One clean runs
-    /// at a time per container: with `waitForLock` false, another clean under way fails with exit status 75.
+    /// at a time per container: with `waitForLock` false, another clean under way fails with exit status 75;
+    /// else `waiting` is called before this waits for it.
     public func execute(
         dryRun: Bool = false, log: EventLog, progress: CleanupProgress? = nil, waitForLock: Bool = true,
-        shouldStop: @escaping () -> Bool = { false }, _ each: (CleanupOutcome) -> Void
+        waiting: () -> Void = {}, shouldStop: @escaping () -> Bool = { false }, _ each: (CleanupOutcome) -> Void
     ) throws(ContainerError) -> CleanupSummary {
-        try withExecutor(dryRun: dryRun, log: log, waitForLock: waitForLock) { executor throws(ContainerError) in
+        let run = { (executor: inout CleanupExecutor) throws(ContainerError) in
             try forEachEntry(progress: progress, shouldStop: shouldStop) { entry throws(ContainerError) in
                 try executor.run(entry).forEach(each)
             }
             try executor.commit().forEach(each)
         }
+        return try withExecutor(dryRun: dryRun, log: log, waitForLock: waitForLock, waiting: waiting, run)
     }
 
     /// Deletes `entries`, a plan made earlier (by `entries()`), each only while its name still holds the file
@@ -82,7 +84,7 @@ extension CleanupPlan {
     }
 
     private func withExecutor(
-        dryRun: Bool, log: EventLog, waitForLock: Bool,
+        dryRun: Bool, log: EventLog, waitForLock: Bool, waiting: () -> Void = {},
         _ body: (inout CleanupExecutor) throws(ContainerError) -> Void
     ) throws(ContainerError) -> CleanupSummary {
         guard !dryRun else {
@@ -91,7 +93,12 @@ extension CleanupPlan {
             return executor.summary
         }
         let journal = try CleanupJournal(container: container)
-        guard let lock = try journal.lock(wait: waitForLock) else {
+        var lock = try journal.lock(wait: false)
+        if lock == nil, waitForLock {
+            waiting()
+            lock = try journal.lock(wait: true)
+        }
+        guard let lock else {
             throw ContainerError(.busy, "another clean of '\(container.root)' is under way: try again when it ends")
         }
         defer { withExtendedLifetime(lock) {} }

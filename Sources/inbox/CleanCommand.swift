@@ -32,10 +32,12 @@ struct CleanCommand: Command {
         // The progress line is erased before a line of output only where that line would land on it.
         let outputIsTerminal = isatty(STDOUT_FILENO) == 1
         var json = arguments.flags.contains("--json") ? JSONArrayPrinter() : nil
+        let waiting = { Output.error("inbox: another clean of this container is under way; waiting for it to end") }
         let summary: CleanupSummary
         do {
-            summary = try plan.execute(dryRun: arguments.flags.contains("--dry-run"), log: log, progress: progress) {
-                outcome in
+            summary = try plan.execute(
+                dryRun: arguments.flags.contains("--dry-run"), log: log, progress: progress, waiting: waiting
+            ) { outcome in
                 if outputIsTerminal { progress.clear() }
                 if json != nil {
                     json?.print(outcome.json)

@@ -231,6 +231,25 @@ import Testing
         #expect(arrived < (deleted.max() ?? 0), "the arrival is logged while the clean goes on")
     }
 
+    @Test func aCleanWaitsForAnotherAndSaysSo() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        try write(container + "/tmp/old.part", bytes: 10)
+        // This test holds the cleanup lock, as a clean under way would.
+        let lock = open(
+            container + "/Library/Application Support/inbox/cleanup.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        #expect(lock >= 0 && flock(lock, LOCK_EX) == 0)
+        let child = try InboxProcess.start(["--container", container, "clean"].map { Array($0.utf8) })
+        var waiting = pollfd(fd: child.stderr, events: Int16(POLLIN), revents: 0)
+        #expect(waitUntil(timeout: 30) { poll(&waiting, 1, 0) == 1 }, "the clean said it waits")
+        #expect(FileManager.default.fileExists(atPath: container + "/tmp/old.part"), "nothing done while it waits")
+        close(lock)
+        let result = try child.finish()
+        #expect(result.status == 0)
+        #expect(result.stderr.contains("another clean of this container is under way; waiting for it to end"))
+        #expect(!FileManager.default.fileExists(atPath: container + "/tmp/old.part"))
+    }
+
     // MARK: - Helpers
 
     private func run(_ arguments: [String]) throws -> InboxProcess.Result {
