@@ -117,14 +117,16 @@ final class ArrivalPipeline {
         }
         // Phase 1: the arrivals and their dispositions are on disk before anything moves.
         try commit(records, durable: true)
-        for prepared in batch {
-            arrived.insert(prepared.identity)
-            scanPresent?.insert(prepared.identity)
-        }
-        // Phase 2: apply, fsync the folders once, then log what the disk now holds.
+        // Phase 2: apply, fsync the folders once, then log what the disk now holds. Only what stays in the
+        // Inbox is remembered, so memory stays flat however many pass through.
         var applied: [Event] = []
-        for prepared in batch where prepared.disposition != .keep {
-            if let event = apply(prepared) { applied.append(event) }
+        for prepared in batch {
+            if prepared.disposition != .keep, let event = apply(prepared) {
+                applied.append(event)
+            } else {
+                arrived.insert(prepared.identity)
+                scanPresent?.insert(prepared.identity)
+            }
         }
         if !applied.isEmpty {
             do {
@@ -210,11 +212,9 @@ final class ArrivalPipeline {
             return nil
         case .delete:
             guard (try? system_unlinkat(inboxFolder.rawValue, prepared.name)) != nil else { return nil }
-            arrived.remove(prepared.identity)
             return Event(.deleted, ["path": .path(from), "reason": .string("handler"), "id": id])
         case .move:
-            guard let moved = try? moveToDocuments(prepared.name) else { return nil }
-            arrived.remove(prepared.identity)
+            guard let moved = try? moveToDocuments(prepared) else { return nil }
             let reason = watcher.handler == nil && hooks == nil ? "on-arrival" : "handler"
             return Event(
                 .moved,
@@ -227,13 +227,26 @@ final class ArrivalPipeline {
 
     /// Renames an item into Documents (`report 2.pdf` on a clash) and gives the owner back the write bit.
     func moveToDocuments(_ name: FileName) throws(Errno) -> FileName {
-        let moved = try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
-            try system_renameat2(inboxFolder.rawValue, name, documents.rawValue, candidate, .noReplace)
-        }
+        let moved = try renameToDocuments(name)
         if let file = try? FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking]) {
             try? file.restoreOwnerWrite()
         }
         return moved
+    }
+
+    /// As `moveToDocuments(_:)`, the write bit given back through the descriptor the item was sealed by.
+    private func moveToDocuments(_ prepared: Prepared) throws(Errno) -> FileName {
+        let moved = try renameToDocuments(prepared.name)
+        if prepared.status.mode & S_IWUSR == 0 {
+            try? system_fchmod(prepared.file.rawValue, prepared.status.mode | S_IWUSR)
+        }
+        return moved
+    }
+
+    private func renameToDocuments(_ name: FileName) throws(Errno) -> FileName {
+        try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
+            try system_renameat2(inboxFolder.rawValue, name, documents.rawValue, candidate, .noReplace)
+        }
     }
 
     /// Appends records and remembers the last seq for the checkpoint.
