@@ -42,6 +42,12 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
         return (bytes, [])
     }
 
+    /// The bytes hashed at once, not one by one.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes.count)
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
     public static func < (lhs: FileName, rhs: FileName) -> Bool {
         lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
     }
@@ -58,7 +64,8 @@ extension Array: CStringConvertible where Element == UInt8 {
         try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { terminated in
             _ = terminated.initialize(fromContentsOf: self)
             terminated[count] = 0
-            return try body(UnsafeRawPointer(terminated.baseAddress.unsafelyUnwrapped).assumingMemoryBound(to: CChar.self))
+            return try body(
+                UnsafeRawPointer(terminated.baseAddress.unsafelyUnwrapped).assumingMemoryBound(to: CChar.self))
         }
     }
 }
