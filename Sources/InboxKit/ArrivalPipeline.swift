@@ -239,7 +239,8 @@ final class ArrivalPipeline {
         return moved
     }
 
-    /// As `moveToDocuments(_:)`, the write bit given back through the descriptor the item was sealed by.
+    /// As `moveToDocuments(_:)`, the write bit given back through the descriptor the item was prepared with:
+    /// no second open, and its mode is known.
     private func moveToDocuments(_ prepared: Prepared) throws(Errno) -> FileName {
         let moved = try renameToDocuments(prepared.name)
         if prepared.status.mode & S_IWUSR == 0 {
