@@ -42,6 +42,12 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
         return (bytes, [])
     }
 
+    /// The bytes hashed at once, not one by one.
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes.count)
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
     public static func < (lhs: FileName, rhs: FileName) -> Bool {
         lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
     }
@@ -53,12 +59,13 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
 }
 
 extension Array: CStringConvertible where Element == UInt8 {
-    /// Calls `body` with the bytes as a NUL-terminated C string.
+    /// Calls `body` with the bytes as a NUL-terminated C string, copied to the stack for a name's length.
     public func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-        var terminated = self
-        terminated.append(0)
-        return try terminated.withUnsafeBytes { raw in
-            try body(raw.baseAddress.unsafelyUnwrapped.assumingMemoryBound(to: CChar.self))
+        try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { terminated in
+            _ = terminated.initialize(fromContentsOf: self)
+            terminated[count] = 0
+            return try body(
+                UnsafeRawPointer(terminated.baseAddress.unsafelyUnwrapped).assumingMemoryBound(to: CChar.self))
         }
     }
 }

@@ -6,7 +6,8 @@ public struct FileStatus: Sendable, Equatable {
     public let size: Int64
     public let modified: Timestamp
     public let accessed: Timestamp
-    public let mode: mode_t
+    /// The permission bits (`st_mode & 07777`).
+    public private(set) var mode: mode_t
     public let linkCount: Int
     public let device: UInt64
     public let inode: UInt64
@@ -20,6 +21,13 @@ public struct FileStatus: Sendable, Equatable {
         linkCount = Int(status.st_nlink)
         device = UInt64(status.st_dev)
         inode = UInt64(status.st_ino)
+    }
+
+    /// The same status with other permission bits: what `fstat` says after a `fchmod` to `mode`.
+    public func withMode(_ mode: mode_t) -> FileStatus {
+        var status = self
+        status.mode = mode & 0o7777
+        return status
     }
 
     /// Whether both describe the same file: same device and inode.

@@ -53,20 +53,20 @@ extension ArrivalPipeline {
         return Prepared(name: name, file: folder, status: status, inspection: inspection, size: size)
     }
 
-    /// Makes the file read-only (0444) and inspects it.
+    /// Makes the file read-only (0444) and inspects it. A chmod changes nothing else `FileStatus` holds.
     private func seal(_ name: FileName, file: SharedDescriptor, status: FileStatus) throws(ContainerError)
         -> Prepared
     {
         var status = status
         do {
-            if status.mode & 0o7777 != 0o444 {
+            if status.mode != 0o444 {
                 try system_fchmod(file.rawValue, 0o444)
-                status = try file.descriptor.fileStatus()
+                status = status.withMode(0o444)
             }
         } catch {
             throw error.failure("seal", inbox.itemPath(name))
         }
-        let inspection = try inspector.inspect(file.rawValue)
+        let inspection = try inspector.inspect(file.rawValue, size: status.size)
         return Prepared(name: name, file: file, status: status, inspection: inspection)
     }
 

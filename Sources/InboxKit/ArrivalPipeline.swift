@@ -20,6 +20,9 @@ final class ArrivalPipeline {
     var scanPresent: Set<Identity>?
     /// The seq of this pipeline's last record, for the checkpoint.
     var lastSeq: UInt64 = 0
+    /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
+    let loggedInbox: [UInt8]
+    let loggedDocuments: [UInt8]
 
     /// One file ready for its handlers: open read-only, sealed, inspected.
     final class Prepared {
@@ -29,6 +32,7 @@ final class ArrivalPipeline {
         let inspection: Inspection
         /// The bytes it holds: the file's size, or for a folder the sum of its files.
         let size: Int64
+        let identity: Identity
         var disposition: Disposition = .keep
 
         init(name: FileName, file: SharedDescriptor, status: FileStatus, inspection: Inspection, size: Int64? = nil) {
@@ -37,10 +41,10 @@ final class ArrivalPipeline {
             self.status = status
             self.inspection = inspection
             self.size = size ?? status.size
+            identity = status.kind == .directory ? Identity(folder: status) : Identity(status)
         }
 
         var isFolder: Bool { status.kind == .directory }
-        var identity: Identity { isFolder ? Identity(folder: status) : Identity(status) }
     }
 
     init(watcher: Watcher) throws(ContainerError) {
@@ -49,6 +53,10 @@ final class ArrivalPipeline {
         // Arrivals are moved into Documents: checked once against its rules, not per file.
         try watcher.inbox.container.checkWritable(components: watcher.inbox.container.components(of: .documents))
         documents = SharedDescriptor(try watcher.inbox.container.openFolder(.documents))
+        // As `Inbox.loggedPath`, without the name.
+        let appName = watcher.inbox.container.appName
+        loggedInbox = Array(Place.inbox.relativePath(appName: appName).utf8) + [0x2F]
+        loggedDocuments = Array(Place.documents.relativePath(appName: appName).utf8) + [0x2F]
         inspector = try ContentInspector()
         hooks = watcher.options.exec.map {
             HookRunner(command: $0, timeout: watcher.options.hookTimeout, containerRoot: watcher.inbox.container.root)
@@ -99,12 +107,15 @@ final class ArrivalPipeline {
 
     /// Handles a batch of names; returns the arrivals for the watcher's stream.
     func process(_ names: [FileName]) throws(ContainerError) -> [Arrival] {
-        var records: [Event] = []
+        var rejections: [Event] = []
         var batch: [Prepared] = []
-        var seen: Set<FileName> = []
+        batch.reserveCapacity(names.count)
+        var seen = Set<FileName>(minimumCapacity: names.count)
         for name in names where seen.insert(name).inserted {
-            if let item = try prepare(name, rejections: &records) { batch.append(item) }
+            if let item = try prepare(name, rejections: &rejections) { batch.append(item) }
         }
+        var records = EncodedEvents(reservingCapacity: rejections.count + batch.count)
+        for rejection in rejections { records.append(rejection) }
         let arrivals = batch.map { prepared in
             Arrival(
                 item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),
@@ -112,19 +123,17 @@ final class ArrivalPipeline {
         }
         let handled = decide(batch, arrivals: arrivals)
         for (prepared, handledEvent) in zip(batch, handled) {
-            records.append(arrivedEvent(prepared))
+            appendArrived(prepared, to: &records)
             if let handledEvent { records.append(handledEvent) }
         }
         // Phase 1: the arrivals and their dispositions are on disk before anything moves.
         try commit(records, durable: true)
-        for prepared in batch {
+        // Phase 2: apply, fsync the folders once, then log what the disk now holds. Only what stays in the
+        // Inbox is remembered, so memory stays flat however many pass through.
+        var applied = EncodedEvents(reservingCapacity: batch.count)
+        for prepared in batch where prepared.disposition == .keep || !apply(prepared, to: &applied) {
             arrived.insert(prepared.identity)
             scanPresent?.insert(prepared.identity)
-        }
-        // Phase 2: apply, fsync the folders once, then log what the disk now holds.
-        var applied: [Event] = []
-        for prepared in batch where prepared.disposition != .keep {
-            if let event = apply(prepared) { applied.append(event) }
         }
         if !applied.isEmpty {
             do {
@@ -174,20 +183,18 @@ final class ArrivalPipeline {
         }
     }
 
-    /// `arrived` with size, sha256, modified, type and identity, and the disposition when it is not keep.
-    private func arrivedEvent(_ prepared: Prepared) -> Event {
-        var event = Event(
-            .arrived,
-            [
-                "path": .path(inbox.loggedPath(.inbox, prepared.name)), "size": .int(prepared.size),
-                "sha256": .string(prepared.inspection.sha256), "modified": .string(prepared.status.modified.rfc3339),
-                "type": .string(prepared.inspection.type), "id": .string(prepared.identity.text),
-            ])
-        if prepared.isFolder { event.fields.removeAll { $0.key == "sha256" } }
-        if prepared.disposition != .keep {
-            event.fields.append(("disposition", .string(prepared.disposition.rawValue)))
-        }
-        return event
+    /// `arrived` with size, sha256 (not for a folder), modified, type and identity, and the disposition when it
+    /// is not keep.
+    private func appendArrived(_ prepared: Prepared, to records: inout EncodedEvents) {
+        records.begin(.arrived)
+        records.field("path", folder: loggedInbox, prepared.name)
+        records.field("size", prepared.size)
+        if !prepared.isFolder { records.field("sha256", prepared.inspection.sha256) }
+        records.field("modified", time: prepared.status.modified)
+        records.field("type", prepared.inspection.type)
+        records.field("id", identity: prepared.identity)
+        if prepared.disposition != .keep { records.field("disposition", prepared.disposition.rawValue) }
+        records.end()
     }
 
     private func handledEvent(_ prepared: Prepared, _ outcome: HookOutcome) -> Event {
@@ -201,44 +208,60 @@ final class ArrivalPipeline {
         return event
     }
 
-    /// Moves or deletes one item; returns the record of what happened, nil when it was gone already.
-    private func apply(_ prepared: Prepared) -> Event? {
-        let from = inbox.loggedPath(.inbox, prepared.name)
-        let id = EventValue.string(prepared.identity.text)
+    /// Moves or deletes one item and appends the record of what happened; false when it was gone already.
+    private func apply(_ prepared: Prepared, to records: inout EncodedEvents) -> Bool {
         switch prepared.disposition {
         case .keep:
-            return nil
+            return false
         case .delete:
-            guard (try? system_unlinkat(inboxFolder.rawValue, prepared.name)) != nil else { return nil }
-            arrived.remove(prepared.identity)
-            return Event(.deleted, ["path": .path(from), "reason": .string("handler"), "id": id])
+            guard (try? system_unlinkat(inboxFolder.rawValue, prepared.name)) != nil else { return false }
+            records.begin(.deleted)
+            records.field("path", folder: loggedInbox, prepared.name)
+            records.field("reason", "handler")
         case .move:
-            guard let moved = try? moveToDocuments(prepared.name) else { return nil }
-            arrived.remove(prepared.identity)
-            let reason = watcher.handler == nil && hooks == nil ? "on-arrival" : "handler"
-            return Event(
-                .moved,
-                [
-                    "from": .path(from), "to": .path(inbox.loggedPath(.documents, moved)), "reason": .string(reason),
-                    "id": id,
-                ])
+            guard let moved = try? moveToDocuments(prepared) else { return false }
+            records.begin(.moved)
+            records.field("from", folder: loggedInbox, prepared.name)
+            records.field("to", folder: loggedDocuments, moved)
+            records.field("reason", watcher.handler == nil && hooks == nil ? "on-arrival" : "handler")
         }
+        records.field("id", identity: prepared.identity)
+        records.end()
+        return true
     }
 
     /// Renames an item into Documents (`report 2.pdf` on a clash) and gives the owner back the write bit.
     func moveToDocuments(_ name: FileName) throws(Errno) -> FileName {
-        let moved = try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
-            try system_renameat2(inboxFolder.rawValue, name, documents.rawValue, candidate, .noReplace)
-        }
+        let moved = try renameToDocuments(name)
         if let file = try? FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking]) {
             try? file.restoreOwnerWrite()
         }
         return moved
     }
 
+    /// As `moveToDocuments(_:)`, the write bit given back through the descriptor the item was prepared with:
+    /// no second open, and its mode is known.
+    private func moveToDocuments(_ prepared: Prepared) throws(Errno) -> FileName {
+        let moved = try renameToDocuments(prepared.name)
+        if prepared.status.mode & S_IWUSR == 0 {
+            try? system_fchmod(prepared.file.rawValue, prepared.status.mode | S_IWUSR)
+        }
+        return moved
+    }
+
+    private func renameToDocuments(_ name: FileName) throws(Errno) -> FileName {
+        try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
+            try system_renameat2(inboxFolder.rawValue, name, documents.rawValue, candidate, .noReplace)
+        }
+    }
+
     /// Appends records and remembers the last seq for the checkpoint.
     func commit(_ records: [Event], durable: Bool) throws(ContainerError) {
+        try commit(EncodedEvents(records), durable: durable)
+    }
+
+    func commit(_ records: EncodedEvents, durable: Bool) throws(ContainerError) {
         guard !records.isEmpty else { return }
-        if let last = try inbox.log.append(records, durable: durable).last { lastSeq = last }
+        lastSeq = try inbox.log.append(records, durable: durable) + UInt64(records.count) - 1
     }
 }

@@ -65,15 +65,17 @@ public final class ContentInspector {
 
     /// Reads the file open at `fd` from offset 0 to its end, hashing as it goes, and names its type from
     /// the first chunk. The descriptor's own offset is neither used nor moved.
-    public func inspect(_ fd: CInt) throws(ContainerError) -> Inspection {
+    /// - Parameter size: the size `fstat` gave, if known: a short read that ends there is taken as the end
+    ///   of the file, without a last read of 0 bytes. A file that has grown is still read to its end.
+    public func inspect(_ fd: CInt, size: Int64? = nil) throws(ContainerError) -> Inspection {
         try digest.begin()
-        var count = try fill(fd, at: 0)
+        var count = try fill(fd, at: 0, size: size)
         let (type, mime) = try sniff(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
         var offset = Int64(count)
         while true {
             try digest.update(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
             if count < buffer.count { break }
-            count = try fill(fd, at: offset)
+            count = try fill(fd, at: offset, size: size)
             offset += Int64(count)
         }
         let hex = try digest.finish().withUnsafeBytes(Self.hex)
@@ -81,7 +83,7 @@ public final class ContentInspector {
     }
 
     /// Reads from `offset` until the buffer is full or the file ends; returns the bytes read.
-    private func fill(_ fd: CInt, at offset: Int64) throws(ContainerError) -> Int {
+    private func fill(_ fd: CInt, at offset: Int64, size: Int64?) throws(ContainerError) -> Int {
         var count = 0
         while count < buffer.count {
             let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[count...])
@@ -93,6 +95,8 @@ public final class ContentInspector {
             }
             if read == 0 { break }
             count += read
+            // Short of a full buffer and at the known size: the end of the file.
+            if count < buffer.count, offset + Int64(count) == size { break }
         }
         return count
     }

@@ -1,4 +1,5 @@
 import AppContainer
+import Glibc
 
 /// The kinds of record in the event log (DESIGN §4).
 public enum EventKind: String, Sendable, CaseIterable {
@@ -51,6 +52,97 @@ public struct EventRecord: Sendable {
     }
 }
 
+/// Records for one append, encoded as they are made; the log adds `seq` and `time` under its lock. The
+/// watcher's hot path writes its fields straight in, with no `Event` in between (DESIGN §11): `begin`, the
+/// fields in order, `end`.
+struct EncodedEvents {
+    /// The bodies (`,"event":…}\n`), one after another.
+    private(set) var bytes: [UInt8] = []
+    /// Where each body ends in `bytes`.
+    private(set) var ends: [Int] = []
+
+    init(reservingCapacity records: Int = 0) {
+        bytes.reserveCapacity(records * 320)
+        ends.reserveCapacity(records)
+    }
+
+    init(_ events: [Event]) {
+        self.init(reservingCapacity: events.count)
+        for event in events { append(event) }
+    }
+
+    var isEmpty: Bool { ends.isEmpty }
+    var count: Int { ends.count }
+
+    mutating func append(_ event: Event) {
+        EventEncoding.appendBody(of: event, to: &bytes)
+        ends.append(bytes.count)
+    }
+
+    mutating func begin(_ kind: EventKind) {
+        EventEncoding.appendLiteral(",\"event\":", to: &bytes)
+        EventEncoding.appendString(kind.rawValue, to: &bytes)
+    }
+
+    mutating func end() {
+        EventEncoding.appendLiteral("}\n", to: &bytes)
+        ends.append(bytes.count)
+    }
+
+    /// `,"key":` for a key that needs no escape.
+    private mutating func key(_ key: StaticString) {
+        EventEncoding.appendLiteral(",\"", to: &bytes)
+        EventEncoding.appendLiteral(key, to: &bytes)
+        EventEncoding.appendLiteral("\":", to: &bytes)
+    }
+
+    mutating func field(_ key: StaticString, _ text: String) {
+        self.key(key)
+        EventEncoding.appendString(text, to: &bytes)
+    }
+
+    mutating func field(_ key: StaticString, _ number: Int64) {
+        self.key(key)
+        EventEncoding.appendInteger(number, to: &bytes)
+    }
+
+    /// As `.string(time.rfc3339)`.
+    mutating func field(_ key: StaticString, time: Timestamp) {
+        self.key(key)
+        EventEncoding.appendTimestamp(time, to: &bytes)
+    }
+
+    /// As `.string(identity.text)`.
+    mutating func field(_ key: StaticString, identity: Identity) {
+        self.key(key)
+        bytes.append(UInt8(ascii: "\""))
+        EventEncoding.appendInteger(identity.device, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        EventEncoding.appendInteger(identity.inode, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        EventEncoding.appendInteger(identity.size, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        EventEncoding.appendInteger(identity.modifiedSeconds, to: &bytes)
+        bytes.append(UInt8(ascii: "."))
+        EventEncoding.appendInteger(identity.modifiedNanoseconds, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// As `.path(folder + name.bytes)`, where `folder` is valid UTF-8 that ends in `/`.
+    mutating func field(_ key: StaticString, folder: [UInt8], _ name: FileName) {
+        guard EventEncoding.isValidUTF8(name.bytes) else {
+            bytes.append(UInt8(ascii: ","))
+            EventEncoding.appendPathMember(key.description, folder + name.bytes, to: &bytes)
+            return
+        }
+        self.key(key)
+        bytes.append(UInt8(ascii: "\""))
+        EventEncoding.appendUnquoted(folder, to: &bytes)
+        EventEncoding.appendUnquoted(name.bytes, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
+
 // MARK: - Encoding
 
 /// Hand-written JSON for log records: fast, and keys stay in the order given.
@@ -87,7 +179,7 @@ enum EventEncoding {
     /// `"key":"<text>"` for a path, followed by `"key_b64":"<exact bytes>"` when the bytes are not valid UTF-8.
     static func appendPathMember(_ key: String, _ bytes: [UInt8], to buffer: inout [UInt8]) {
         appendKey(key, to: &buffer)
-        if String(validating: bytes, as: UTF8.self) != nil {
+        if isValidUTF8(bytes) {
             appendEscaped(bytes, to: &buffer)
             return
         }
@@ -99,12 +191,12 @@ enum EventEncoding {
         buffer.append(UInt8(ascii: "\""))
     }
 
-    /// `{"seq":<seq>,"time":"<time>"`: the start of a record.
-    static func appendHead(seq: UInt64, time: String, to buffer: inout [UInt8]) {
+    /// `{"seq":<seq>,"time":<time>`: the start of a record; `time` is already a JSON string.
+    static func appendHead(seq: UInt64, time: [UInt8], to buffer: inout [UInt8]) {
         appendLiteral("{\"seq\":", to: &buffer)
         appendInteger(seq, to: &buffer)
         appendLiteral(",\"time\":", to: &buffer)
-        appendString(time, to: &buffer)
+        buffer.append(contentsOf: time)
     }
 
     static func appendLiteral(_ text: StaticString, to buffer: inout [UInt8]) {
@@ -120,7 +212,23 @@ enum EventEncoding {
     /// Valid UTF-8 bytes as a quoted JSON string: `"` and `\` escaped, control characters as `\n`, `\u00XX`, ….
     static func appendEscaped(_ bytes: some Collection<UInt8>, to buffer: inout [UInt8]) {
         buffer.append(UInt8(ascii: "\""))
-        for byte in bytes {
+        appendUnquoted(bytes, to: &buffer)
+        buffer.append(UInt8(ascii: "\""))
+    }
+
+    /// As `appendEscaped`, without the quotes.
+    static func appendUnquoted(_ bytes: some Collection<UInt8>, to buffer: inout [UInt8]) {
+        let done: Void? = bytes.withContiguousStorageIfAvailable { appendUnquoted($0, to: &buffer) }
+        if done == nil { Array(bytes).withUnsafeBufferPointer { appendUnquoted($0, to: &buffer) } }
+    }
+
+    /// Copies the runs that need no escape whole.
+    private static func appendUnquoted(_ bytes: UnsafeBufferPointer<UInt8>, to buffer: inout [UInt8]) {
+        var run = 0
+        for (index, byte) in bytes.enumerated()
+        where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+            buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+            run = index + 1
             switch byte {
             case UInt8(ascii: "\""): appendLiteral("\\\"", to: &buffer)
             case UInt8(ascii: "\\"): appendLiteral("\\\\", to: &buffer)
@@ -129,14 +237,18 @@ enum EventEncoding {
             case 0x09: appendLiteral("\\t", to: &buffer)
             case 0x08: appendLiteral("\\b", to: &buffer)
             case 0x0C: appendLiteral("\\f", to: &buffer)
-            case 0..<0x20:
+            default:
                 appendLiteral("\\u00", to: &buffer)
                 buffer.append(hexDigits[Int(byte >> 4)])
                 buffer.append(hexDigits[Int(byte & 0x0F)])
-            default: buffer.append(byte)
             }
         }
-        buffer.append(UInt8(ascii: "\""))
+        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
+    }
+
+    /// Whether `bytes` are valid UTF-8; plain ASCII is known without building a `String`.
+    static func isValidUTF8(_ bytes: [UInt8]) -> Bool {
+        bytes.allSatisfy { $0 < 0x80 } || String(validating: bytes, as: UTF8.self) != nil
     }
 
     static func appendInteger(_ value: Int64, to buffer: inout [UInt8]) {
@@ -144,14 +256,57 @@ enum EventEncoding {
         appendInteger(value.magnitude, to: &buffer)
     }
 
+    /// The decimal digits, written in place from the last.
     static func appendInteger(_ value: UInt64, to buffer: inout [UInt8]) {
+        var length = 1
+        var probe = value
+        while probe >= 10 {
+            probe /= 10
+            length += 1
+        }
+        buffer.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: length))
         var rest = value
-        var digits: [UInt8] = []
+        var index = buffer.count - 1
         repeat {
-            digits.append(UInt8(ascii: "0") + UInt8(rest % 10))
+            buffer[index] = UInt8(ascii: "0") + UInt8(rest % 10)
             rest /= 10
+            index -= 1
         } while rest > 0
-        buffer.append(contentsOf: digits.reversed())
+    }
+
+    /// A `Timestamp` as its `rfc3339` text, quoted, written without building a `String`.
+    static func appendTimestamp(_ time: Timestamp, to buffer: inout [UInt8]) {
+        var seconds = time_t(time.seconds)
+        var parts = tm()
+        let millis = time.nanoseconds / 1_000_000
+        guard gmtime_r(&seconds, &parts) != nil, (0...9999).contains(parts.tm_year + 1900), (0..<1000).contains(millis)
+        else {
+            appendString(time.rfc3339, to: &buffer)
+            return
+        }
+        func pad(_ value: Int, _ width: Int) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                buffer.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+        }
+        buffer.append(UInt8(ascii: "\""))
+        pad(Int(parts.tm_year) + 1900, 4)
+        buffer.append(UInt8(ascii: "-"))
+        pad(Int(parts.tm_mon) + 1, 2)
+        buffer.append(UInt8(ascii: "-"))
+        pad(Int(parts.tm_mday), 2)
+        buffer.append(UInt8(ascii: "T"))
+        pad(Int(parts.tm_hour), 2)
+        buffer.append(UInt8(ascii: ":"))
+        pad(Int(parts.tm_min), 2)
+        buffer.append(UInt8(ascii: ":"))
+        pad(Int(parts.tm_sec), 2)
+        buffer.append(UInt8(ascii: "."))
+        pad(Int(millis), 3)
+        appendLiteral("Z\"", to: &buffer)
     }
 
     /// Standard base64 (RFC 4648) with `=` padding.

@@ -50,14 +50,14 @@ public final class EventLog: Sendable {
     @discardableResult
     public func append(_ events: [Event], durable: Bool = false) throws(ContainerError) -> [UInt64] {
         guard !events.isEmpty else { return [] }
-        let first = try appendBatch(events, durable: durable)
+        let first = try append(EncodedEvents(events), durable: durable)
         return (0..<UInt64(events.count)).map { first + $0 }
     }
 
     /// Appends one event and returns its seq.
     @discardableResult
     public func append(_ event: Event, durable: Bool = false) throws(ContainerError) -> UInt64 {
-        try appendBatch([event], durable: durable)
+        try append(EncodedEvents([event]), durable: durable)
     }
 
     /// The seq of the last record appended so far by anyone (0 for an empty log): what a record appended next
@@ -76,18 +76,12 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// Appends a non-empty batch; returns the first seq.
-    private func appendBatch(_ events: [Event], durable: Bool) throws(ContainerError) -> UInt64 {
-        // Everything but `seq` and `time` is encoded before taking the locks.
-        var bodies: [UInt8] = []
-        var ends: [Int] = []
-        ends.reserveCapacity(events.count)
-        for event in events {
-            EventEncoding.appendBody(of: event, to: &bodies)
-            ends.append(bodies.count)
-        }
+    /// Appends a non-empty batch of records, encoded but for `seq` and `time` before taking the locks;
+    /// returns the first seq.
+    func append(_ records: EncodedEvents, durable: Bool) throws(ContainerError) -> UInt64 {
+        precondition(!records.isEmpty, "an empty batch has no seq")
         return try writer.withLock { writer throws(ContainerError) -> UInt64 in
-            try appendLocked(bodies, ends: ends, durable: durable, &writer)
+            try appendLocked(records.bytes, ends: records.ends, durable: durable, &writer)
         }
     }
 
@@ -104,7 +98,8 @@ public final class EventLog: Sendable {
 
         let log = try prepareLog(&writer)
         let first = writer.lastSeq + 1
-        let time = Timestamp.now().rfc3339
+        var time: [UInt8] = []
+        EventEncoding.appendTimestamp(.now(), to: &time)
         var buffer: [UInt8] = []
         buffer.reserveCapacity(bodies.count + ends.count * 64)
         var start = 0

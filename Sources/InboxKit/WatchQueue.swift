@@ -30,7 +30,7 @@ final class WatchQueue: Sendable {
 
     func push(_ name: FileName) {
         let signal = state.withLock { state -> Bool in
-            guard !state.queued.contains(name) else { return false }
+            guard state.queued.insert(name).inserted else { return false }
             if state.names.count >= maxNames {
                 state.names.removeAll()
                 state.queued.removeAll()
@@ -38,7 +38,6 @@ final class WatchQueue: Sendable {
                 return true
             }
             state.names.append(name)
-            state.queued.insert(name)
             return state.names.count == 1
         }
         if signal { wake.signal() }

@@ -99,6 +99,20 @@ import Testing
         }
     }
 
+    /// The size `fstat` gave only spares the last read of 0 bytes: a file longer than that is read to its end,
+    /// and a shorter one to its end too.
+    @Test(arguments: [0, 299, 300, 301, 1 << 18, (1 << 18) + 1])
+    func sizeGivenNeverCutsTheFileShort(given: Int) throws {
+        try Self.withFolder { folder in
+            for size in [0, 300, 1 << 18, (1 << 18) + 700] {
+                let path = try Self.write(Self.pseudoRandomBytes(size), to: folder + "/random-\(size).bin")
+                let file = try FileDescriptor(path, .readOnly)
+                let inspection = try ContentInspector().inspect(file.rawValue, size: Int64(given))
+                #expect(inspection.sha256 == (try Self.sha256sum(path)), "size \(size), given \(given)")
+            }
+        }
+    }
+
     // MARK: - Names libmagic leaves vague
 
     @Test func firstBytesNameWhatTheMIMETypeDoesNot() throws {
