@@ -10,8 +10,9 @@ extension ArrivalPipeline {
 
     /// Loads the checkpoint, replays the log after it, and finishes dispositions a crash interrupted:
     /// an item logged `arrived` for a move that the log does not show as `moved` is moved now, or, when
-    /// the rename had happened, found in Documents and logged.
+    /// the rename had happened, found in Documents and logged. A deletion cut short goes back first.
     func recoverInterruptedBatch() throws(ContainerError) {
+        restoreInterruptedDeletions()
         let since = loadCheckpoint()
         var pending: [Identity: (name: FileName, disposition: Disposition)] = [:]
         for record in try inbox.log.records(since: since) {
@@ -50,10 +51,13 @@ extension ArrivalPipeline {
         if let status = try? fileStatus(in: inboxFolder.rawValue, name), Identity(status) == id {
             switch disposition {
             case .delete:
-                guard (try? system_unlinkat(inboxFolder.rawValue, name)) != nil else { return nil }
+                guard deleteIfSame(name, id) else { return nil }
                 return Event(.deleted, ["path": from, "reason": .string("recovered"), "id": .string(id.text)])
             case .move, .keep:
-                guard let moved = try? moveToDocuments(name) else { return nil }
+                guard let moved = moveIfSame(name, id) else { return nil }
+                if let file = try? FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking]) {
+                    try? file.restoreOwnerWrite()
+                }
                 return Event(
                     .moved,
                     [

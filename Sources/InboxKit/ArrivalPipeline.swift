@@ -214,12 +214,12 @@ final class ArrivalPipeline {
         case .keep:
             return false
         case .delete:
-            guard (try? system_unlinkat(inboxFolder.rawValue, prepared.name)) != nil else { return false }
+            guard deleteIfSame(prepared.name, prepared.identity) else { return false }
             records.begin(.deleted)
             records.field("path", folder: loggedInbox, prepared.name)
             records.field("reason", "handler")
         case .move:
-            guard let moved = try? moveToDocuments(prepared) else { return false }
+            guard let moved = moveToDocuments(prepared) else { return false }
             records.begin(.moved)
             records.field("from", folder: loggedInbox, prepared.name)
             records.field("to", folder: loggedDocuments, moved)
@@ -228,31 +228,6 @@ final class ArrivalPipeline {
         records.field("id", identity: prepared.identity)
         records.end()
         return true
-    }
-
-    /// Renames an item into Documents (`report 2.pdf` on a clash) and gives the owner back the write bit.
-    func moveToDocuments(_ name: FileName) throws(Errno) -> FileName {
-        let moved = try renameToDocuments(name)
-        if let file = try? FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking]) {
-            try? file.restoreOwnerWrite()
-        }
-        return moved
-    }
-
-    /// As `moveToDocuments(_:)`, the write bit given back through the descriptor the item was prepared with:
-    /// no second open, and its mode is known.
-    private func moveToDocuments(_ prepared: Prepared) throws(Errno) -> FileName {
-        let moved = try renameToDocuments(prepared.name)
-        if prepared.status.mode & S_IWUSR == 0 {
-            try? system_fchmod(prepared.file.rawValue, prepared.status.mode | S_IWUSR)
-        }
-        return moved
-    }
-
-    private func renameToDocuments(_ name: FileName) throws(Errno) -> FileName {
-        try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
-            try system_renameat2(inboxFolder.rawValue, name, documents.rawValue, candidate, .noReplace)
-        }
     }
 
     /// Appends records and remembers the last seq for the checkpoint.

@@ -59,6 +59,78 @@ import Testing
         #expect(handled.allSatisfy { $0.fields["handler"] == "library" })
     }
 
+    /// On its first call, puts another file over the item's name (as an importer's `mv` would) before
+    /// answering `first`; later calls answer `later`.
+    final class Overwriter: ArrivalHandler {
+        let replacement: String
+        let first: Disposition
+        let later: Disposition
+        let calls = Mutex(0)
+
+        init(replacement: String, first: Disposition, later: Disposition) {
+            self.replacement = replacement
+            self.first = first
+            self.later = later
+        }
+
+        func handle(_ arrival: Arrival) -> Disposition {
+            guard
+                calls.withLock({ calls in
+                    defer { calls += 1 }
+                    return calls == 0
+                })
+            else { return later }
+            let target = arrival.item.url.path
+            #expect(rename(replacement, target) == 0)
+            return first
+        }
+    }
+
+    @Test(arguments: [Disposition.move, .delete])
+    func aFileRenamedOverAnItemBeforeItsDispositionIsNeverTakenForIt(first: Disposition) throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try scratch.inbox.deliver(data: Data("the original\n".utf8), suggestedName: "a.txt")
+        try makeFile(scratch.outside("replacement"), Array("the replacement\n".utf8))
+        let handler = Overwriter(replacement: scratch.outside("replacement"), first: first, later: .move)
+        var options = WatchOptions()
+        options.once = true
+        options.cleanInterval = nil
+
+        try Watcher(inbox: scratch.inbox, options: options, handler: handler).run()
+
+        // The disposition was for the original, which the overwrite destroyed: the replacement is untouched.
+        #expect(try scratch.inboxEntries() == ["a.txt"])
+        #expect(try readFile(scratch.inboxPath("a.txt")) == Array("the replacement\n".utf8))
+        #expect(try scratch.documentsEntries().isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: ["moved", "deleted"]).isEmpty)
+
+        // At the next look it arrives in its own right and is handled.
+        try Watcher(inbox: scratch.inbox, options: options, handler: handler).run()
+        #expect(try readFile(scratch.documentsPath("a.txt")) == Array("the replacement\n".utf8))
+        let arrived = try scratch.inbox.log.records(kinds: ["arrived"]).compactMap { $0.fields["id"] }
+        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["id"] }
+        #expect(arrived.count == 2 && Set(arrived).count == 2, "two files, each arrived once")
+        #expect(moved == [arrived[1]], "the move names the replacement")
+    }
+
+    @Test func aDeletionCutShortGoesBackUnderItsNameAtTheNextStart() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        // A crash between the rename aside and the unlink left this; its name is taken again meanwhile.
+        try makeFile(scratch.inboxPath(".inbox-delete.b.txt"), Array("aside\n".utf8))
+        _ = try scratch.inbox.deliver(data: Data("newer\n".utf8), suggestedName: "b.txt")
+        var options = WatchOptions()
+        options.once = true
+        options.cleanInterval = nil
+
+        try Watcher(inbox: scratch.inbox, options: options).run()
+
+        #expect(try scratch.inboxEntries() == ["b-1.txt", "b.txt"])
+        #expect(try readFile(scratch.inboxPath("b-1.txt")) == Array("aside\n".utf8))
+        #expect(try scratch.inbox.log.records(kinds: ["arrived"]).count == 2, "both arrive")
+    }
+
     @Test func aSecondWatcherInTheSameProcessIsRefused() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
