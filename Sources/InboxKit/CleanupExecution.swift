@@ -220,7 +220,6 @@ private struct CleanupExecutor {
 
     /// Renames the entry aside if its name still holds the file planned: `.deleted` when it is aside.
     private mutating func setAside(_ item: CleanupJournal.Item) -> CleanupOutcome.Result {
-        let shown = plan.container.root + "/" + String(decoding: item.path, as: UTF8.self)
         let folder: CInt
         do {
             folder = try self.folder(item.folder)
@@ -231,7 +230,7 @@ private struct CleanupExecutor {
         case .success(true): return .deleted
         case .success(false): return .changed
         case .failure(.noSuchFile): return .gone
-        case .failure(let error): return .failed(error.failure("delete", shown))
+        case .failure(let error): return .failed(error.failure("delete", shownPath(item)))
         }
     }
 
@@ -243,13 +242,17 @@ private struct CleanupExecutor {
     /// Removes the aside (a folder with everything in it); the error when something stays.
     private func removeAside(_ item: CleanupJournal.Item) -> ContainerError? {
         guard let folder = folders[item.folder]?.rawValue else { return nil }
-        let shown = plan.container.root + "/" + String(decoding: item.path, as: UTF8.self)
         do throws(Errno) {
             try item.remove(in: folder)
             return nil
         } catch {
-            return error.failure("delete", shown)
+            return error.failure("delete", shownPath(item))
         }
+    }
+
+    /// The item's absolute path, for messages.
+    private func shownPath(_ item: CleanupJournal.Item) -> String {
+        plan.container.root + "/" + String(decoding: item.path, as: UTF8.self)
     }
 
     /// Makes the batch's renames and removals durable.
