@@ -1,4 +1,5 @@
 import AppContainer
+import InboxKit
 import Dispatch
 import Foundation
 import Glibc
@@ -6,9 +7,9 @@ import Synchronization
 
 /// The main job on a fresh container, narrated: every sample attachment delivered through the library
 /// hook, one moved into Documents for editing, then the listing and the event log.
-public enum Demo {
+enum Demo {
     /// Runs the demo in a new container at `containerPath` with the files under `samples`; `say` prints a line.
-    public static func run(samples: String, containerPath: String, say: @escaping @Sendable (String) -> Void)
+    static func run(samples: String, containerPath: String, say: @escaping @Sendable (String) -> Void)
         throws(ContainerError)
     {
         let files = sampleFiles(under: samples)
@@ -73,7 +74,7 @@ public enum Demo {
     }
 
     /// A new empty folder in the temporary folder.
-    public static func freshFolder() throws(ContainerError) -> String {
+    static func freshFolder() throws(ContainerError) -> String {
         var template = Array("/tmp/inbox-demo.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw ContainerError(.cannotCreate, "cannot create a folder for the demo in /tmp")
