@@ -258,16 +258,30 @@ public func system_fchdir(_ fd: CInt) throws(Errno) {
     _ = try valueOrErrno { fchdir(fd) }
 }
 
-/// Whether anyone has the file open for writing, by taking and dropping a read lease (`F_SETLEASE`).
-/// Nil when leases are unavailable here (another owner without CAP_LEASE, or a filesystem without them).
+/// Takes a read lease (`F_SETLEASE F_RDLCK`) on a file open read-only: true when taken, false when someone has
+/// it open for writing, nil where leases are unavailable (another owner without CAP_LEASE, or a filesystem
+/// without them). While it is held, an open for writing breaks it (and waits until it is released). The
+/// kernel signals the break with SIGIO, which the process must ignore.
 @inline(never)
-public func system_isOpenForWriting(_ fd: CInt) -> Bool? {
+public func system_takeReadLease(_ fd: CInt) -> Bool? {
     do {
-        _ = try valueOrErrno { inbox_probe_read_lease(fd) }
-        return false
+        _ = try valueOrErrno { inbox_take_read_lease(fd) }
+        return true
     } catch {
-        return error == .wouldBlock ? true : nil
+        return error == .wouldBlock ? false : nil
     }
+}
+
+/// Whether the read lease taken on `fd` still holds: false once an open for writing has begun to break it.
+@inline(never)
+public func system_readLeaseHeld(_ fd: CInt) -> Bool {
+    inbox_read_lease_held(fd) == 1
+}
+
+/// Drops the lease on `fd`, letting an open for writing that waits for it go on.
+@inline(never)
+public func system_releaseLease(_ fd: CInt) {
+    _ = inbox_release_lease(fd)
 }
 
 /// `fcntl(F_DUPFD_CLOEXEC, minimum)`: a close-on-exec copy numbered `minimum` or above.

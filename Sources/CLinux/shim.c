@@ -42,11 +42,11 @@ int inbox_unshare_fs(void) {
     return unshare(CLONE_FS);
 }
 
-int inbox_probe_read_lease(int fd) {
-    if (fcntl(fd, F_SETLEASE, F_RDLCK) == -1) return -1;
-    fcntl(fd, F_SETLEASE, F_UNLCK);
-    return 0;
-}
+int inbox_take_read_lease(int fd) { return fcntl(fd, F_SETLEASE, F_RDLCK); }
+
+int inbox_read_lease_held(int fd) { return fcntl(fd, F_GETLEASE) == F_RDLCK; }
+
+int inbox_release_lease(int fd) { return fcntl(fd, F_SETLEASE, F_UNLCK); }
 
 const unsigned int inbox_RENAME_NOREPLACE = RENAME_NOREPLACE;
 const unsigned int inbox_RENAME_EXCHANGE = RENAME_EXCHANGE;

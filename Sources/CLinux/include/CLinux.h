@@ -20,7 +20,11 @@ int inbox_unshare_fs(void);
 
 /// Takes and at once drops a read lease on `fd`: 0 when nobody has the file open for writing,
 /// -1 with errno EAGAIN when someone has, -1 with another errno when leases are unavailable.
-int inbox_probe_read_lease(int fd);
+/// Read leases: take one (-1 with EAGAIN when the file is open for writing), ask whether it still holds (0
+/// once an open for writing is breaking it), and drop it.
+int inbox_take_read_lease(int fd);
+int inbox_read_lease_held(int fd);
+int inbox_release_lease(int fd);
 
 extern const unsigned int inbox_RENAME_NOREPLACE;
 extern const unsigned int inbox_RENAME_EXCHANGE;

@@ -2,54 +2,109 @@ import AppContainer
 import Glibc
 
 extension Inbox {
-    /// Finishes or rolls back the copying moves whose process died (see `MoveJournal`), logging `recovered`.
-    /// A move whose copy was named in Documents is finished; any other is undone, the item back in the Inbox.
+    /// Settles the moves whose process died (see `MoveJournal`): a move that reached Documents is finished and
+    /// logged `moved` (reason `recovered`) unless its record was written; a copy that did not get that far is
+    /// rolled back, the item under its name in the Inbox again (logged `recovered`). An intent that cannot be
+    /// settled now (a folder cannot be opened, a rename fails) stays for the next try.
     public func recoverInterruptedMoves() {
         let journal = MoveJournal(container: container)
         journal.forEachAbandoned { intent, record in
-            defer { journal.end(record) }
             guard let inboxFolder = try? container.openFolder(.inbox),
-                let documents = try? container.openFolder(.documents),
-                (try? fileStatus(in: inboxFolder.rawValue, intent.claim)) != nil
-            else { return }  // no claim left: the move never began or had finished
-            if let done = completedCopy(intent, inboxFolder: inboxFolder, documents: documents) {
-                try? system_unlinkat(inboxFolder.rawValue, intent.claim)
-                try? inboxFolder.sync()
+                let documents = try? container.openFolder(.documents)
+            else { return }
+            do throws(ContainerError) {
+                try settle(intent, inboxFolder: inboxFolder, documents: documents)
+                try? journal.end(record)  // settled: an intent left behind is settled again, harmlessly
+            } catch {
                 _ = try? log.append(
                     Event(
-                        .recovered,
+                        .error,
                         [
-                            "path": .path(loggedPath(.inbox, intent.name)), "to": .path(loggedPath(.documents, done)),
-                            "action": .string("finished the move"),
+                            "during": .string("recover a move"), "path": .path(loggedPath(.inbox, intent.name)),
+                            "errno": .int(Int64(error.cause?.rawValue ?? 0)), "message": .string(error.message),
                         ]))
+            }
+        }
+    }
+
+    private func settle(
+        _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
+    ) throws(ContainerError) {
+        if let claim = intent.claim, (try? fileStatus(in: inboxFolder.rawValue, claim)) != nil {
+            if let done = completedCopy(intent, claim: claim, inboxFolder: inboxFolder, documents: documents) {
+                do {
+                    try system_unlinkat(inboxFolder.rawValue, claim)
+                    try inboxFolder.sync()
+                } catch {
+                    throw error.failure("finish the move of", itemPath(intent.name))
+                }
+                try logRecoveredMove(intent, to: done)
                 return
             }
-            guard
-                let back = try? ClashNaming.inbox.firstFree(
-                    for: intent.name,
-                    { candidate throws(Errno) in
-                        try system_renameat2(
-                            inboxFolder.rawValue, intent.claim, inboxFolder.rawValue, candidate, .noReplace)
-                    })
-            else { return }
-            try? inboxFolder.sync()
-            _ = try? log.append(
-                Event(
-                    .recovered,
-                    ["path": .path(loggedPath(.inbox, back)), "action": .string("rolled back the move")]))
+            let back: FileName
+            do {
+                back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
+                try inboxFolder.sync()
+            } catch {
+                throw error.failure("roll back the move of", itemPath(intent.name))
+            }
+            try log.append(
+                Event(.recovered, ["path": .path(loggedPath(.inbox, back)), "action": .string("rolled back the move")]))
+            return
         }
+        // No claim: a rename that may have happened, or a copy whose claim was removed. Was it logged?
+        guard let identity = intent.identity, try !movedLogged(intent, identity) else { return }
+        if let linked = intent.linked, (try? fileStatus(in: documents.rawValue, linked))?.kind == .regular {
+            try logRecoveredMove(intent, to: linked)
+        } else if intent.claim == nil, let moved = find(identity, in: documents, near: intent.name) {
+            try logRecoveredMove(intent, to: moved)
+        }
+    }
+
+    /// Whether a `moved` record of the item was logged after the intent was written.
+    private func movedLogged(_ intent: MoveJournal.Intent, _ identity: Identity) throws(ContainerError) -> Bool {
+        try log.records(since: intent.seq, kinds: [EventKind.moved.rawValue]).contains { $0.fields["id"] == identity.text }
+    }
+
+    private func logRecoveredMove(_ intent: MoveJournal.Intent, to moved: FileName) throws(ContainerError) {
+        var record = EncodedEvents(reservingCapacity: 1)
+        record.appendMoved(
+            from: intent.name, to: moved, reason: "recovered",
+            identity: intent.identity,
+            inbox: loggedFolder(.inbox), documents: loggedFolder(.documents))
+        _ = try log.append(record, durable: true)
+    }
+
+    /// The name in Documents of the file `identity` names (device and inode): the names a clash would give
+    /// `name` first, then every entry.
+    func find(_ identity: Identity, in documents: borrowing FileDescriptor, near name: FileName) -> FileName? {
+        for attempt in ClashNaming.attempts().prefix(120) {
+            let candidate = ClashNaming.documents.candidate(for: name, attempt: attempt)
+            if let status = try? fileStatus(in: documents.rawValue, candidate), identity.isSameFile(as: status) {
+                return candidate
+            }
+        }
+        var found: FileName?
+        try? documents.forEachEntry { entry throws(Errno) in
+            if let status = try? fileStatus(in: documents.rawValue, entry), identity.isSameFile(as: status) {
+                found = entry
+            }
+            return found == nil
+        }
+        return found
     }
 
     /// The name in Documents that holds a complete copy of the claimed item, if the move got that far.
     private func completedCopy(
-        _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
+        _ intent: MoveJournal.Intent, claim: FileName, inboxFolder: borrowing FileDescriptor,
+        documents: borrowing FileDescriptor
     ) -> FileName? {
         if let linked = intent.linked {
             // Named in Documents, unless the undo of a failed move had removed it again when the process died.
             return (try? fileStatus(in: documents.rawValue, linked))?.kind == .regular ? linked : nil
         }
         guard let tried = intent.tried.last,
-            let original = try? FileDescriptor(at: inboxFolder.rawValue, intent.claim, [.noFollow, .nonBlocking]),
+            let original = try? FileDescriptor(at: inboxFolder.rawValue, claim, [.noFollow, .nonBlocking]),
             let copy = try? FileDescriptor(at: documents.rawValue, tried, [.noFollow, .nonBlocking]),
             let originalBytes = try? original.readToEnd(),
             let copyBytes = try? copy.readToEnd(),

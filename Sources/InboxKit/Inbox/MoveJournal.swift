@@ -2,9 +2,10 @@ import AppContainer
 import Foundation
 import Glibc
 
-/// Intent records for moves that copy rather than rename (a file with other hard links, or
-/// Documents on another filesystem), so that a crash at any step is finished or rolled back
-/// at the next start: never lost, never two copies.
+/// Intent records for the moves of `inbox move` and the library (ARCHITECTURE.md, "One mover"), so that a
+/// crash at any step is finished or rolled back at the next start: never lost, never two copies, and never
+/// a move without its `moved` record. A rename's intent names the item and its identity; a copy's (a file
+/// with other hard links, or Documents on another filesystem) also the claim it renamed the item to.
 ///
 /// Each intent is a file in `Library/Application Support/inbox/journal`, locked by its mover for
 /// the whole move. An intent that can be locked by someone else has lost its mover.
@@ -15,10 +16,14 @@ struct MoveJournal {
         directory = container.stateDirectory + "/journal"
     }
 
-    /// A move in progress: what it claimed and the names it tried in Documents.
+    /// A move in progress: the item, what it claimed (a copy) and the names it tried in Documents.
     struct Intent {
         var name: FileName
-        var claim: FileName
+        var claim: FileName?
+        /// The item's identity, for the `moved` record recovery writes.
+        var identity: Identity?
+        /// The log's last seq when the move began: a `moved` record after it means the move was logged.
+        var seq: UInt64 = 0
         var tried: [FileName] = []
         var linked: FileName?
     }
@@ -40,9 +45,13 @@ struct MoveJournal {
         let folder = try FileDescriptor(directory, [.directory])
         let file = try FileDescriptor(at: folder.rawValue, ".", [.temporaryFile, .writeOnly], mode: 0o600)
         try system_flock(file.rawValue, LOCK_EX)
-        try file.writeAll(line("name", intent.name) + line("claim", intent.claim))
+        var text = line("name", intent.name) + Array("seq \(intent.seq)\n".utf8)
+        if let claim = intent.claim { text += line("claim", claim) }
+        if let identity = intent.identity { text += Array("id \(identity.text)\n".utf8) }
+        try file.writeAll(text)
         try file.sync()
-        let recordName = FileName("\(intent.claim.string).intent") ?? intent.claim
+        let unique = intent.claim?.string ?? "move.\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
+        let recordName = FileName("\(unique).intent") ?? intent.name
         try system_linkOpenFile(file.rawValue, folder.rawValue, recordName)
         try folder.sync()
         return Record(file: file, recordName: recordName)
@@ -55,8 +64,8 @@ struct MoveJournal {
     }
 
     /// Removes a finished intent.
-    func end(_ record: Record) {
-        try? system_unlinkat(currentDirectory, directory + "/" + record.recordName.string)
+    func end(_ record: Record) throws(Errno) {
+        try system_unlinkat(currentDirectory, directory + "/" + record.recordName.string)
     }
 
     /// Calls `body` with each intent whose mover is gone, locked for the caller, and its record to `end`.
@@ -82,17 +91,20 @@ struct MoveJournal {
 
     private func parse(_ text: [UInt8]) -> Intent? {
         var fields: [(String, FileName)] = []
+        var seq: UInt64 = 0
+        var identity: Identity?
         for line in text.split(separator: 0x0A) {
             let parts = line.split(separator: 0x20, maxSplits: 1)
-            guard parts.count == 2, let data = Data(base64Encoded: Data(parts[1])),
-                let name = FileName(bytes: data)
-            else { continue }
-            fields.append((String(decoding: parts[0], as: UTF8.self), name))
+            guard parts.count == 2 else { continue }
+            let key = String(decoding: parts[0], as: UTF8.self)
+            let value = String(decoding: parts[1], as: UTF8.self)
+            if key == "seq" { seq = UInt64(value) ?? 0 }
+            if key == "id" { identity = Identity(text: value) }
+            guard let data = Data(base64Encoded: Data(parts[1])), let name = FileName(bytes: data) else { continue }
+            fields.append((key, name))
         }
-        guard let name = fields.first(where: { $0.0 == "name" })?.1,
-            let claim = fields.first(where: { $0.0 == "claim" })?.1
-        else { return nil }
-        var intent = Intent(name: name, claim: claim)
+        guard let name = fields.first(where: { $0.0 == "name" })?.1 else { return nil }
+        var intent = Intent(name: name, claim: fields.first(where: { $0.0 == "claim" })?.1, identity: identity, seq: seq)
         intent.tried = fields.filter { $0.0 == "try" }.map(\.1)
         intent.linked = fields.first(where: { $0.0 == "linked" })?.1
         return intent

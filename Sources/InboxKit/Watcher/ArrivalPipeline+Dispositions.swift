@@ -1,87 +1,148 @@
 import AppContainer
 import Glibc
 
-/// Moves and deletions of Inbox items that touch only the file decided on. Between the look at an item and
-/// its disposition another process may rename a different file over its name; a rename or unlink by name
-/// would then take that file. So the item is renamed first (into Documents, or aside in the Inbox for a
-/// deletion), the name it went to is checked to hold the file decided on (device and inode), and anything
-/// else goes back into the Inbox, where it arrives in its own right.
+/// Moves and deletions of Inbox items, each touching only the file decided on (ARCHITECTURE.md, "Only the file
+/// decided on") and none failing in silence ("No silent failure"). A move goes through the one mover; a
+/// deletion renames the item aside in the Inbox, checks it, then unlinks it. A failure writes an `error`
+/// record and a line on stderr, leaves the item where it is and schedules the disposition again.
 extension ArrivalPipeline {
     /// Where a deletion puts an item just before unlinking it: `.inbox-delete.<name>`. Hidden, so the watcher
     /// leaves it alone; one a crash left there goes back under its name at the next start.
     private static let deletingPrefix = Array(".inbox-delete.".utf8)
 
-    /// Moves a prepared item into Documents and gives its owner back the write bit, through the descriptor it
-    /// was prepared with. The name it took, or nil when it is gone or the name held another file.
-    func moveToDocuments(_ prepared: Prepared) -> FileName? {
-        guard let moved = moveIfSame(prepared.name, prepared.identity) else { return nil }
-        if prepared.status.mode & S_IWUSR == 0 {
-            try? system_fchmod(prepared.file.rawValue, prepared.status.mode | S_IWUSR)
-        }
-        return moved
+    /// A disposition decided on and logged, to apply now or, after a failure, later.
+    struct Decided {
+        let name: FileName
+        let status: FileStatus
+        let disposition: Disposition
+        /// The item still open from its preparation, if it is.
+        var file: SharedDescriptor?
+        var identity: Identity { Identity(status) }
     }
 
-    /// Renames the Inbox item `name` into Documents (`report 2.pdf` on a clash) when it is the file `id`
-    /// names; nil when it is gone or another file held the name (that file is put back).
-    func moveIfSame(_ name: FileName, _ id: Identity) -> FileName? {
-        guard
-            let moved = try? ClashNaming.documents.firstFree(
-                for: name,
-                { candidate throws(Errno) in
-                    try system_renameat2(inboxFolder.rawValue, name, documents.rawValue, candidate, .noReplace)
-                })
-        else { return nil }
-        guard let status = try? fileStatus(in: documents.rawValue, moved), id.isSameFile(as: status) else {
-            putBack(moved, from: documents.rawValue, as: name)
-            return nil
-        }
-        return moved
-    }
+    var mover: Mover { Mover(inbox: inbox, inboxFolder: inboxFolder, documents: documents) }
 
-    /// Deletes the Inbox item `name` when it is the file `id` names: renamed aside, checked, unlinked. False
-    /// when it is gone or another file held the name (that file is put back).
-    func deleteIfSame(_ name: FileName, _ id: Identity) -> Bool {
-        let folder = inboxFolder.rawValue
-        let aside = Self.deletingName(for: name)
-        guard (try? system_renameat2(folder, name, folder, aside, .noReplace)) != nil else { return false }
-        guard let status = try? fileStatus(in: folder, aside), id.isSameFile(as: status), status.kind != .directory,
-            (try? system_unlinkat(folder, aside)) != nil
-        else {
-            putBack(aside, from: folder, as: name)
+    /// Applies a move or deletion and appends its record (`moved`, `deleted`, or `error`). True when the item
+    /// left the Inbox; false when it stays: kept, gone already, replaced by another file (which then arrives
+    /// itself), or failed (then scheduled again).
+    func apply(_ decided: Decided, reason: String, to records: inout EncodedEvents) -> Bool {
+        guard decided.disposition != .keep else { return false }
+        do {
+            switch decided.disposition {
+            case .keep:
+                return false
+            case .delete:
+                guard try deleteIfSame(decided) else { return false }
+                records.begin(.deleted)
+                records.field("path", folder: loggedInbox, decided.name)
+                records.field("reason", reason)
+                records.field("id", identity: decided.identity)
+                records.end()
+            case .move:
+                guard let moved = try mover.move(decided.name, expected: decided.status) else { return false }
+                if let intent = moved.copyIntent { intentsToEnd.append(intent) }
+                records.appendMoved(
+                    from: decided.name, to: moved.name, reason: reason, identity: decided.identity,
+                    inbox: loggedInbox, documents: loggedDocuments)
+                do {
+                    try mover.restoreOwnerWrite(moved.name, file: decided.file?.rawValue)
+                } catch {
+                    // Moved all the same: only its write bit is missing.
+                    fail(during: "restore the write bit", moved.name, error, folder: loggedDocuments, to: &records)
+                }
+            }
+            failed.remove(decided.name)
+            return true
+        } catch {
+            if error == .noSuchFile, !stillThere(decided) {
+                failed.remove(decided.name)
+                return false
+            }
+            let during = decided.disposition == .move ? "move" : "delete"
+            fail(during: during, decided.name, error, folder: loggedInbox, to: &records)
+            failed.schedule(decided.name, decided)
             return false
+        }
+    }
+
+    /// Whether the item decided on is still under its name (a rename into a deleted Documents fails with
+    /// ENOENT too).
+    private func stillThere(_ decided: Decided) -> Bool {
+        guard let status = try? fileStatus(in: inboxFolder.rawValue, decided.name) else { return false }
+        return decided.identity.isSameFile(as: status)
+    }
+
+    /// Writes the `error` record and the stderr line of a failure that leaves an item where it was, and keeps
+    /// the first such failure for `watch --once`.
+    func fail(during: String, _ name: FileName, _ error: Errno, folder: [UInt8], to records: inout EncodedEvents) {
+        fail(during: during, name, error.failure(during, inbox.itemPath(name)), folder: folder, to: &records)
+    }
+
+    func fail(
+        during: String, _ name: FileName, _ failure: ContainerError, folder: [UInt8], to records: inout EncodedEvents
+    ) {
+        records.begin(.error)
+        records.field("during", during)
+        records.field("path", folder: folder, name)
+        records.field("errno", Int64(failure.cause?.rawValue ?? 0))
+        records.field("message", failure.message)
+        records.end()
+        watcher.report(failure.message)
+        firstFailure = firstFailure ?? failure
+    }
+
+    /// Applies the dispositions whose earlier try failed and whose time has come, when the item is still the one
+    /// decided on; returns the records.
+    func retryFailedDispositions() -> EncodedEvents {
+        var records = EncodedEvents()
+        for (name, entry) in failed.due() {
+            guard let status = try? fileStatus(in: inboxFolder.rawValue, name),
+                entry.payload.identity == Identity(status)
+            else {
+                failed.remove(name)  // gone, or another file now: that one arrives itself
+                continue
+            }
+            if apply(entry.payload, reason: "retry", to: &records) { arrived.remove(entry.payload.identity) }
+        }
+        return records
+    }
+
+    /// Deletes the item: renamed aside, checked, unlinked. False when another file held the name (that file is
+    /// put back); throws when it is gone (ENOENT) or a call fails (the item is put back first).
+    private func deleteIfSame(_ decided: Decided) throws(Errno) -> Bool {
+        let folder = inboxFolder
+        let aside = Self.deletingName(for: decided.name)
+        guard
+            let taken = try folder.descriptor.checkedRename(
+                decided.name, into: folder.rawValue, as: aside, naming: .inbox, expected: decided.status)
+        else { return false }
+        do {
+            try system_unlinkat(folder.rawValue, taken)
+        } catch {
+            try folder.descriptor.putBack(taken, from: folder.rawValue, as: decided.name)
+            throw error
         }
         return true
     }
 
     /// Deletions a crash cut short between the rename aside and the unlink: each goes back under its name
     /// (a free one beside it if that is taken), where recovery or a new arrival handles it.
-    func restoreInterruptedDeletions() {
-        guard let names = try? inboxFolder.descriptor.entries() else { return }
-        for name in names where name.bytes.starts(with: Self.deletingPrefix) {
-            guard let original = FileName(bytes: name.bytes.dropFirst(Self.deletingPrefix.count)) else { continue }
-            putBack(name, from: inboxFolder.rawValue, as: original)
+    func restoreInterruptedDeletions() throws(ContainerError) {
+        do {
+            for name in try inboxFolder.descriptor.entries() where name.bytes.starts(with: Self.deletingPrefix) {
+                guard let original = FileName(bytes: name.bytes.dropFirst(Self.deletingPrefix.count)) else {
+                    continue
+                }
+                try inboxFolder.descriptor.putBack(name, from: inboxFolder.rawValue, as: original)
+            }
+        } catch {
+            throw error.failure("put back an interrupted deletion in", container.path(.inbox))
         }
-    }
-
-    /// Renames `current` in `folder` back into the Inbox as `name`, or the first free name beside it.
-    private func putBack(_ current: FileName, from folder: CInt, as name: FileName) {
-        _ = try? ClashNaming.inbox.firstFree(
-            for: name,
-            { candidate throws(Errno) in
-                try system_renameat2(folder, current, inboxFolder.rawValue, candidate, .noReplace)
-            })
     }
 
     /// `.inbox-delete.<name>`, the name cut (at a character) to fit.
     static func deletingName(for name: FileName) -> FileName {
         let room = FileName.maxLength - deletingPrefix.count
         return FileName(bytes: deletingPrefix + FileName.truncated(name.bytes, toAtMost: room)).unsafelyUnwrapped
-    }
-}
-
-extension Identity {
-    /// Whether `status` describes this file: the same device and inode.
-    func isSameFile(as status: FileStatus) -> Bool {
-        status.device == device && status.inode == inode
     }
 }

@@ -8,13 +8,13 @@ import Glibc
 extension ArrivalPipeline {
     var checkpointPath: String { container.stateDirectory + "/arrived.checkpoint" }
 
-    /// Loads the checkpoint, replays the log after it, and finishes dispositions a crash interrupted:
-    /// an item logged `arrived` for a move that the log does not show as `moved` is moved now, or, when
-    /// the rename had happened, found in Documents and logged. A deletion cut short goes back first.
+    /// Loads the checkpoint, replays the log after it, and finishes dispositions a crash interrupted or a
+    /// failure left: an item logged `arrived` for a move that the log does not show as `moved` is moved now,
+    /// or, when the rename had happened, found in Documents and logged. A deletion cut short goes back first.
     func recoverInterruptedBatch() throws(ContainerError) {
-        restoreInterruptedDeletions()
-        let since = loadCheckpoint()
+        try restoreInterruptedDeletions()
         var pending: [Identity: (name: FileName, disposition: Disposition)] = [:]
+        let since = loadCheckpoint { id, name, disposition in pending[id] = (name, disposition) }
         for record in try inbox.log.records(since: since) {
             lastSeq = max(lastSeq, record.seq)
             guard let id = record.fields["id"].flatMap(Identity.init(text:)) else { continue }
@@ -33,54 +33,28 @@ extension ArrivalPipeline {
                 break
             }
         }
-        var finished: [Event] = []
+        var finished = EncodedEvents()
         for (id, item) in pending.sorted(by: { $0.value.name < $1.value.name }) {
-            if let event = finish(item.name, id: id, item.disposition) { finished.append(event) }
+            finish(item.name, id: id, item.disposition, to: &finished)
         }
-        if !finished.isEmpty {
-            try? documents.sync()
-            try? inboxFolder.sync()
-            try commit(finished, durable: true)
-        }
+        try commitApplied(finished)
     }
 
     /// Applies an interrupted disposition, or records the one the disk already holds.
-    private func finish(_ name: FileName, id: Identity, _ disposition: Disposition) -> Event? {
-        arrived.remove(id)
-        let from = EventValue.path(inbox.loggedPath(.inbox, name))
+    private func finish(_ name: FileName, id: Identity, _ disposition: Disposition, to records: inout EncodedEvents) {
         if let status = try? fileStatus(in: inboxFolder.rawValue, name), Identity(status) == id {
-            switch disposition {
-            case .delete:
-                guard deleteIfSame(name, id) else { return nil }
-                return Event(.deleted, ["path": from, "reason": .string("recovered"), "id": .string(id.text)])
-            case .move, .keep:
-                guard let moved = moveIfSame(name, id) else { return nil }
-                if let file = try? FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking]) {
-                    try? file.restoreOwnerWrite()
-                }
-                return Event(
-                    .moved,
-                    [
-                        "from": from, "to": .path(inbox.loggedPath(.documents, moved)), "reason": .string("recovered"),
-                        "id": .string(id.text),
-                    ])
-            }
+            let decided = Decided(name: name, status: status, disposition: disposition == .keep ? .move : disposition)
+            if apply(decided, reason: "recovered", to: &records) { arrived.remove(id) }
+            return
         }
-        guard disposition == .move else { return nil }
+        guard disposition == .move else { return }
         // The rename happened before the crash: find the name it took in Documents by its inode.
-        for attempt in 0..<10_000 {
-            let candidate = ClashNaming.documents.candidate(for: name, attempt: attempt)
-            guard let status = try? fileStatus(in: documents.rawValue, candidate) else { return nil }
-            if status.device == id.device && status.inode == id.inode {
-                return Event(
-                    .moved,
-                    [
-                        "from": from, "to": .path(inbox.loggedPath(.documents, candidate)),
-                        "reason": .string("recovered"), "id": .string(id.text),
-                    ])
-            }
+        if let moved = inbox.find(id, in: documents.descriptor, near: name) {
+            arrived.remove(id)
+            records.appendMoved(
+                from: name, to: moved, reason: "recovered", identity: id, inbox: loggedInbox,
+                documents: loggedDocuments)
         }
-        return nil
     }
 
     /// The Inbox name in a record's path field (`Documents/Inbox/<name>`), exact to the byte.
@@ -89,28 +63,44 @@ extension ArrivalPipeline {
         return FileName(bytes: bytes[(slash + 1)...])
     }
 
-    /// Reads the checkpoint into `arrived`; returns the seq it holds (0 when there is none).
-    private func loadCheckpoint() -> UInt64 {
+    /// Reads the checkpoint into `arrived`, and calls `pending` with each disposition it holds that has yet to
+    /// be applied; returns the seq it holds (0 when there is none).
+    private func loadCheckpoint(pending: (Identity, FileName, Disposition) -> Void) -> UInt64 {
         guard let bytes = try? FileDescriptor(checkpointPath, [.noFollow]).readToEnd() else { return 0 }
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
         guard let first = lines.first, first.hasPrefix("seq "), let seq = UInt64(first.dropFirst(4)) else { return 0 }
         for line in lines.dropFirst() {
-            if let id = Identity(text: line) { arrived.insert(id) }
+            let parts = line.split(separator: " ")
+            if parts.count == 4, parts[0] == "pending", let disposition = Disposition(rawValue: String(parts[1])),
+                let id = Identity(text: parts[2]), let bytes = Data(base64Encoded: String(parts[3])),
+                let name = FileName(bytes: bytes)
+            {
+                arrived.insert(id)
+                pending(id, name, disposition)
+            } else if let id = Identity(text: line) {
+                arrived.insert(id)
+            }
         }
         lastSeq = seq
         return seq
     }
 
-    /// Writes the checkpoint atomically: a temporary file, fsynced, renamed over the old one.
+    /// Writes the checkpoint atomically: a temporary file, fsynced, renamed over the old one. It holds the seq,
+    /// the identities still in the Inbox, and the dispositions that failed and wait for a retry
+    /// (`pending <disposition> <id> <name, base64>`).
     func saveCheckpoint() throws(ContainerError) {
         var text = "seq \(lastSeq)\n"
         for id in arrived { text += id.text + "\n" }
-        let temporary = container.stateDirectory + "/.arrived.checkpoint.tmp"
+        for (name, entry) in failed.entries {
+            let decided = entry.payload
+            text += "pending \(decided.disposition.rawValue) \(decided.identity.text) "
+            text += Data(name.bytes).base64EncodedString() + "\n"
+        }
         do {
-            let file = try FileDescriptor(temporary, [.writeOnly, .create, .truncate, .noFollow], mode: 0o644)
-            try file.writeAll(Array(text.utf8))
-            try file.sync()
-            try system_renameat2(currentDirectory, temporary, currentDirectory, checkpointPath, [])
+            let folder = try FileDescriptor(container.stateDirectory, [.directory])
+            try folder.replaceFile(
+                FileName("arrived.checkpoint").unsafelyUnwrapped, with: Array(text.utf8),
+                temporary: FileName(".arrived.checkpoint.tmp"))
         } catch {
             throw error.failure("write the checkpoint", checkpointPath)
         }

@@ -5,7 +5,7 @@ extension ArrivalPipeline {
     /// Validates one name (DESIGN §2): a regular file is opened read-only, made private if it has other
     /// hard links, sealed 0444 and inspected; a link, FIFO, socket or device node is removed without being
     /// opened or followed and logged `rejected`. Nil for names that are gone, already handled, still being
-    /// written, or rejected.
+    /// written (looked at again soon), or rejected; throws when the item cannot be arrived (it stays).
     func prepare(_ name: FileName, rejections: inout [Event]) throws(ContainerError) -> Prepared? {
         for _ in 0..<3 {
             guard let seen = try? fileStatus(in: inboxFolder.rawValue, name) else { return nil }
@@ -13,41 +13,67 @@ extension ArrivalPipeline {
             case .regular:
                 break
             case .directory:
-                return prepareFolder(name, seen)
+                return try prepareFolder(name, seen)
             default:
-                if let rejection = reject(name, seen.kind) { rejections.append(rejection) }
+                if let rejection = try reject(name, seen.kind) { rejections.append(rejection) }
                 return nil
             }
             if arrived.contains(Identity(seen)) { return nil }
-            // Replaced between the two looks: look again.
-            guard
-                let file = try? SharedDescriptor(
-                    FileDescriptor(at: inboxFolder.rawValue, name, [.noFollow, .nonBlocking]))
-            else {
-                continue
+            let file: SharedDescriptor
+            do {
+                file = SharedDescriptor(
+                    try FileDescriptor(at: inboxFolder.rawValue, name, [.noFollow, .nonBlocking]))
+            } catch .noSuchFile, .tooManySymbolicLinks {
+                continue  // replaced between the two looks: look again
+            } catch {
+                throw error.failure("open", inbox.itemPath(name))
             }
             guard let status = try? file.descriptor.fileStatus(), status.isSameFile(as: seen), status.kind == .regular
             else {
                 continue
             }
-            // A writer still has it open: its IN_CLOSE_WRITE will bring the name back.
-            if system_isOpenForWriting(file.rawValue) == true { return nil }
-            if status.linkCount > 1 {
-                return try makePrivate(name, file: file, status: status)
+            return try whenNotBeingWritten(name, file) { () throws(ContainerError) in
+                status.linkCount > 1
+                    ? try makePrivate(name, file: file, status: status) : try seal(name, file: file, status: status)
             }
-            return try seal(name, file: file, status: status)
         }
         return nil
     }
 
+    /// Runs `body` under a read lease on `file`, so that a writer that opens it meanwhile is seen: when one has
+    /// it open for writing, before or during `body`, the name is looked at again soon and nil returned (its
+    /// close may also bring it back). This also covers a file whose creator's open had not yet finished
+    /// when its `IN_CREATE` was read. Where leases are unavailable, `body` runs unguarded.
+    private func whenNotBeingWritten(
+        _ name: FileName, _ file: SharedDescriptor, _ body: () throws(ContainerError) -> Prepared?
+    ) throws(ContainerError) -> Prepared? {
+        let leased = system_takeReadLease(file.rawValue)
+        if leased == false {
+            busy.schedule(name, ())
+            return nil
+        }
+        defer { if leased == true { system_releaseLease(file.rawValue) } }
+        let prepared = try body()
+        if leased == true && !system_readLeaseHeld(file.rawValue) {
+            busy.schedule(name, ())
+            return nil
+        }
+        return prepared
+    }
+
     /// A folder dropped into the Inbox arrives as one item of type `folder`, its size the bytes of the regular
     /// files inside (links never followed). It is not sealed; a move takes it whole into Documents.
-    private func prepareFolder(_ name: FileName, _ seen: FileStatus) -> Prepared? {
-        guard !arrived.contains(Identity(folder: seen)),
-            let folder = try? SharedDescriptor(
-                FileDescriptor(at: inboxFolder.rawValue, name, [.directory, .noFollow])),
-            let status = try? folder.descriptor.fileStatus(), status.isSameFile(as: seen)
-        else { return nil }
+    private func prepareFolder(_ name: FileName, _ seen: FileStatus) throws(ContainerError) -> Prepared? {
+        guard !arrived.contains(Identity(seen)) else { return nil }
+        let folder: SharedDescriptor
+        do {
+            folder = SharedDescriptor(try FileDescriptor(at: inboxFolder.rawValue, name, [.directory, .noFollow]))
+        } catch .noSuchFile, .notDirectory, .tooManySymbolicLinks {
+            return nil  // replaced meanwhile: its own event brings the new one
+        } catch {
+            throw error.failure("open", inbox.itemPath(name))
+        }
+        guard let status = try? folder.descriptor.fileStatus(), status.isSameFile(as: seen) else { return nil }
         let size = (try? folder.descriptor.regularFileBytes()) ?? 0
         let inspection = Inspection(sha256: "", type: "folder", mime: "inode/directory")
         return Prepared(name: name, file: folder, status: status, inspection: inspection, size: size)
@@ -110,9 +136,7 @@ extension ArrivalPipeline {
         }
         // `staging` now names what was at `name`: the shared inode, unless someone swapped it meanwhile.
         if let old = try? fileStatus(in: folder, staging), !old.isSameFile(as: status) {
-            _ = try? ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
-                try system_renameat2(folder, staging, folder, candidate, .noReplace)
-            }
+            try inboxFolder.descriptor.putBack(staging, from: folder, as: name)
         } else {
             try system_unlinkat(folder, staging)
         }
@@ -121,7 +145,7 @@ extension ArrivalPipeline {
     }
 
     /// Removes a name that is not a regular file, the entry itself and never its target.
-    private func reject(_ name: FileName, _ kind: FileKind) -> Event? {
+    private func reject(_ name: FileName, _ kind: FileKind) throws(ContainerError) -> Event? {
         let reason: String
         switch kind {
         case .symbolicLink: reason = "symbolic link"
@@ -130,7 +154,13 @@ extension ArrivalPipeline {
         case .characterDevice, .blockDevice: reason = "device node"
         default: reason = "not a regular file"
         }
-        guard (try? system_unlinkat(inboxFolder.rawValue, name)) != nil else { return nil }
+        do {
+            try system_unlinkat(inboxFolder.rawValue, name)
+        } catch .noSuchFile {
+            return nil
+        } catch {
+            throw error.failure("remove", inbox.itemPath(name))
+        }
         return Event(.rejected, ["path": .path(inbox.loggedPath(.inbox, name)), "reason": .string(reason)])
     }
 }

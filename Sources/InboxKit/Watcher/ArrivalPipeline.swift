@@ -11,7 +11,7 @@ final class ArrivalPipeline {
     var inbox: Inbox { watcher.inbox }
     var container: Container { watcher.inbox.container }
     var inboxFolder: SharedDescriptor
-    let documents: SharedDescriptor
+    var documents: SharedDescriptor
     let inspector: ContentInspector
     let hooks: HookRunner?
     /// Identities that have arrived and are still in the Inbox, so that none is handled twice.
@@ -20,6 +20,15 @@ final class ArrivalPipeline {
     var scanPresent: Set<Identity>?
     /// The seq of this pipeline's last record, for the checkpoint.
     var lastSeq: UInt64 = 0
+    /// Names some process still has open for writing: looked at again soon, in case their close came first.
+    var busy = RetrySchedule<Void>(first: .milliseconds(10), limit: .seconds(1))
+    /// Arrivals whose handling failed: before `arrived` (nil: prepared again) or after (the disposition).
+    var failed = RetrySchedule<Decided>(first: .seconds(1), limit: .seconds(300))
+    var failedToArrive = RetrySchedule<Void>(first: .seconds(1), limit: .seconds(300))
+    /// The first failure that left an item where it was, for the exit status of `watch --once`.
+    var firstFailure: ContainerError?
+    /// Journal intents of copying moves, ended once their `moved` records are durable.
+    var intentsToEnd: [MoveJournal.Record] = []
     /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
     let loggedInbox: [UInt8]
     let loggedDocuments: [UInt8]
@@ -41,10 +50,12 @@ final class ArrivalPipeline {
             self.status = status
             self.inspection = inspection
             self.size = size ?? status.size
-            identity = status.kind == .directory ? Identity(folder: status) : Identity(status)
+            identity = Identity(status)
         }
 
         var isFolder: Bool { status.kind == .directory }
+
+        var decided: Decided { Decided(name: name, status: status, disposition: disposition, file: file) }
     }
 
     init(watcher: Watcher) throws(ContainerError) {
@@ -70,6 +81,7 @@ final class ArrivalPipeline {
         throws(ContainerError)
     {
         inboxFolder = SharedDescriptor(try container.openFolder(.inbox))
+        try reopenReplacedFolders()
         let folder = inboxFolder
         var chunk: [FileName] = []
         var found = 0
@@ -82,7 +94,7 @@ final class ArrivalPipeline {
                 found += 1
                 // Only kept arrivals need the look: with none (on-arrival move), a scan costs no extra stat.
                 if !arrived.isEmpty, let status = try? fileStatus(in: folder.rawValue, name) {
-                    let identity = status.kind == .directory ? Identity(folder: status) : Identity(status)
+                    let identity = Identity(status)
                     if arrived.contains(identity) { scanPresent?.insert(identity) }
                 }
                 chunk.append(name)
@@ -107,14 +119,24 @@ final class ArrivalPipeline {
 
     /// Handles a batch of names; returns the arrivals for the watcher's stream.
     func process(_ names: [FileName]) throws(ContainerError) -> [Arrival] {
+        try reopenReplacedFolders()
         var rejections: [Event] = []
+        var records = EncodedEvents(reservingCapacity: names.count)
         var batch: [Prepared] = []
         batch.reserveCapacity(names.count)
         var seen = Set<FileName>(minimumCapacity: names.count)
         for name in names where seen.insert(name).inserted {
-            if let item = try prepare(name, rejections: &rejections) { batch.append(item) }
+            busy.remove(name)
+            do {
+                if let item = try prepare(name, rejections: &rejections) {
+                    batch.append(item)
+                    failedToArrive.remove(name)
+                }
+            } catch {
+                fail(during: "arrive", name, error, folder: loggedInbox, to: &records)
+                failedToArrive.schedule(name, ())
+            }
         }
-        var records = EncodedEvents(reservingCapacity: rejections.count + batch.count)
         for rejection in rejections { records.append(rejection) }
         let arrivals = batch.map { prepared in
             Arrival(
@@ -131,20 +153,59 @@ final class ArrivalPipeline {
         // Phase 2: apply, fsync the folders once, then log what the disk now holds. Only what stays in the
         // Inbox is remembered, so memory stays flat however many pass through.
         var applied = EncodedEvents(reservingCapacity: batch.count)
-        for prepared in batch where prepared.disposition == .keep || !apply(prepared, to: &applied) {
+        let reason = watcher.handler == nil && hooks == nil ? "on-arrival" : "handler"
+        for prepared in batch where !apply(prepared.decided, reason: reason, to: &applied) {
             arrived.insert(prepared.identity)
             scanPresent?.insert(prepared.identity)
         }
-        if !applied.isEmpty {
-            do {
-                try documents.sync()
-                try inboxFolder.sync()
-            } catch {
-                throw error.failure("sync", container.path(.documents))
-            }
-            try commit(applied, durable: true)
-        }
+        try commitApplied(applied)
         return arrivals
+    }
+
+    /// Retries what is due: names still being written or that failed to arrive (returned, to be processed),
+    /// and failed dispositions (applied now).
+    func dueRetries() throws(ContainerError) -> [FileName] {
+        if !failed.isEmpty {
+            try reopenReplacedFolders()
+            try commitApplied(retryFailedDispositions())
+        }
+        return busy.due().map(\.name) + failedToArrive.due().map(\.name)
+    }
+
+    /// When the next retry is due, if any.
+    var nextRetry: ContinuousClock.Instant? {
+        [busy.nextDue, failed.nextDue, failedToArrive.nextDue].compactMap { $0 }.min()
+    }
+
+    /// Phase 2's end: the folders fsynced once, the records of what moved appended durably, then the journal
+    /// intents of copies ended.
+    func commitApplied(_ applied: EncodedEvents) throws(ContainerError) {
+        guard !applied.isEmpty else { return }
+        do {
+            try documents.sync()
+            try inboxFolder.sync()
+        } catch {
+            throw error.failure("sync", container.path(.documents))
+        }
+        try commit(applied, durable: true)
+        let journal = MoveJournal(container: container)
+        for intent in intentsToEnd {
+            // Settled already: an intent left behind only makes the next start look again.
+            try? journal.end(intent)
+        }
+        intentsToEnd.removeAll()
+    }
+
+    /// Opens Documents and the Inbox again by path when either was replaced (deleted and made again, or
+    /// renamed away), so that moves go, and the log names, the folders that are really there.
+    func reopenReplacedFolders() throws(ContainerError) {
+        for place in [Place.documents, .inbox] {
+            let held = place == .inbox ? inboxFolder : documents
+            let now = try? fileStatus(in: currentDirectory, container.path(place))
+            guard let now, let then = try? held.descriptor.fileStatus(), !now.isSameFile(as: then) else { continue }
+            let reopened = SharedDescriptor(try container.openFolder(place))
+            if place == .inbox { inboxFolder = reopened } else { documents = reopened }
+        }
     }
 
     /// Sets each arrival's disposition: the library handler's, else the `--exec` command's, else the default.
@@ -206,28 +267,6 @@ final class ArrivalPipeline {
         event.fields.append(("disposition", .string(prepared.disposition.rawValue)))
         if !outcome.stderrTail.isEmpty { event.fields.append(("stderr", .string(outcome.stderrTail))) }
         return event
-    }
-
-    /// Moves or deletes one item and appends the record of what happened; false when it was gone already.
-    private func apply(_ prepared: Prepared, to records: inout EncodedEvents) -> Bool {
-        switch prepared.disposition {
-        case .keep:
-            return false
-        case .delete:
-            guard deleteIfSame(prepared.name, prepared.identity) else { return false }
-            records.begin(.deleted)
-            records.field("path", folder: loggedInbox, prepared.name)
-            records.field("reason", "handler")
-        case .move:
-            guard let moved = moveToDocuments(prepared) else { return false }
-            records.begin(.moved)
-            records.field("from", folder: loggedInbox, prepared.name)
-            records.field("to", folder: loggedDocuments, moved)
-            records.field("reason", watcher.handler == nil && hooks == nil ? "on-arrival" : "handler")
-        }
-        records.field("id", identity: prepared.identity)
-        records.end()
-        return true
     }
 
     /// Appends records and remembers the last seq for the checkpoint.

@@ -8,21 +8,20 @@ struct Identity: Hashable, Sendable {
     let modifiedSeconds: Int64
     let modifiedNanoseconds: Int64
 
+    /// A file's identity; a folder's is its device and inode alone, since its size and time change with what it
+    /// holds.
     init(_ status: FileStatus) {
         device = status.device
         inode = status.inode
-        size = status.size
-        modifiedSeconds = status.modified.seconds
-        modifiedNanoseconds = status.modified.nanoseconds
+        let isFolder = status.kind == .directory
+        size = isFolder ? 0 : status.size
+        modifiedSeconds = isFolder ? 0 : status.modified.seconds
+        modifiedNanoseconds = isFolder ? 0 : status.modified.nanoseconds
     }
 
-    /// A folder's identity: device and inode alone, since its size and time change with what it holds.
-    init(folder status: FileStatus) {
-        device = status.device
-        inode = status.inode
-        size = 0
-        modifiedSeconds = 0
-        modifiedNanoseconds = 0
+    /// Whether `status` describes this file: the same device and inode.
+    func isSameFile(as status: FileStatus) -> Bool {
+        status.device == device && status.inode == inode
     }
 
     /// `dev:ino:size:sec.nsec`, as the `id` field of `arrived` records.

@@ -106,6 +106,7 @@ public final class Watcher: Sendable {
         let setup = BackgroundSetup.start(inbox, report: { [self] in report($0) })
         defer { setup?.finish(waiting: false) }
         inbox.recoverInterruptedMoves()
+        Watcher.ignoreLeaseBreakSignal()
         let pipeline = try ArrivalPipeline(watcher: self)
         try pipeline.recoverInterruptedBatch()
         var events: EventThread?
@@ -128,7 +129,9 @@ public final class Watcher: Sendable {
         queue.requestRescan("start-up")
         var nextRescan = ContinuousClock.now + options.rescanInterval
         while true {
-            let batch = queue.take(timeout: min(.seconds(1), max(.zero, nextRescan - .now)))
+            let wake = min(nextRescan, pipeline.nextRetry ?? nextRescan)
+            var batch = queue.take(timeout: min(.seconds(1), max(.zero, wake - .now)))
+            batch.names += try pipeline.dueRetries()
             if batch.overflows > 0 {
                 try inbox.log.append(Event(.overflow, ["count": .int(Int64(batch.overflows))]))
                 report("inotify queue overflowed; rescanning the Inbox")
@@ -155,5 +158,15 @@ public final class Watcher: Sendable {
         try pipeline.saveCheckpoint()
         try inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)
         report("stopped")
+        // `--once`: the status of the first item left where it was (ARCHITECTURE.md, "No silent failure").
+        if options.once, let failure = pipeline.firstFailure { throw failure }
+    }
+
+    /// The kernel tells a lease holder of a break with SIGIO, whose default action ends the process: where
+    /// nobody handles it, it is ignored (the pipeline asks the lease itself).
+    private static func ignoreLeaseBreakSignal() {
+        var current = sigaction()
+        guard sigaction(SIGIO, nil, &current) == 0, current.__sigaction_handler.sa_handler == nil else { return }
+        signal(SIGIO, SIG_IGN)
     }
 }

@@ -1,0 +1,90 @@
+import Glibc
+
+/// How a clashing name gets a new one (ARCHITECTURE.md, "Names").
+public enum ClashNaming: Sendable {
+    /// `report.pdf`, `report-1.pdf`, `report-2.pdf`
+    case inbox
+    /// `report.pdf`, `report 2.pdf`, `report 3.pdf`
+    case documents
+
+    /// The name to try at `attempt` (0 is the name itself), never longer than 255 bytes.
+    public func candidate(for name: FileName, attempt: Int) -> FileName {
+        guard attempt > 0 else { return name }
+        let (stem, ext) = name.stemAndExtension
+        let suffix: [UInt8] =
+            switch self {
+            case .inbox: Array("-\(attempt)".utf8)
+            case .documents: Array(" \(attempt + 1)".utf8)
+            }
+        let room = FileName.maxLength - suffix.count - ext.count
+        let keptExt = room > 0 ? ext : []
+        let keptStem = FileName.truncated(stem, toAtMost: FileName.maxLength - suffix.count - keptExt.count)
+        return FileName(bytes: keptStem + suffix + keptExt) ?? name
+    }
+
+    /// The attempts `firstFree` makes, in order: 0 to 99 one by one, then doubling (100, 200, 400, …), so that
+    /// a folder holding thousands of clashes costs a few dozen tries, and a free name is always found.
+    public static func attempts() -> some Sequence<Int> {
+        sequence(first: 0) { attempt in
+            guard attempt < Int.max / 2 else { return nil }
+            return attempt < 100 ? attempt + 1 : attempt * 2
+        }
+    }
+
+    /// Calls `place` with successive candidates until one does not clash (EEXIST); returns the name used.
+    /// It never gives up while a free name exists.
+    public func firstFree(for name: FileName, _ place: (FileName) throws(Errno) -> Void) throws(Errno) -> FileName {
+        for attempt in Self.attempts() {
+            let candidate = candidate(for: name, attempt: attempt)
+            do {
+                try place(candidate)
+                return candidate
+            } catch .fileExists {
+                continue
+            }
+        }
+        throw Errno.fileExists
+    }
+}
+
+/// The one checked rename and the one put-back (ARCHITECTURE.md, "Only the file decided on").
+///
+/// Between a look at a file and its rename, another process may rename a different file over its name. A
+/// rename by name would then take that file. So the file is renamed first, the name it went to is checked to
+/// hold the file decided on (device and inode), and anything else is put back where it came from.
+extension FileDescriptor {
+    /// Renames `name` in this folder into `target` under the first free name `naming` gives (`as` or
+    /// `name` itself first), then checks that it holds the file `expected` names. Returns the name it took, or
+    /// nil when another file held `name` (that file is put back into this folder, under a free name).
+    /// Throws ENOENT when nothing was there, and any other failure of the rename (EXDEV, ENOSPC, EPERM…).
+    public func checkedRename(
+        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
+        expected: FileStatus
+    ) throws(Errno) -> FileName? {
+        let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
+            try system_renameat2(rawValue, name, target, candidate, .noReplace)
+        }
+        let status: FileStatus
+        do {
+            status = try AppContainer.fileStatus(in: target, moved)
+        } catch {
+            // It was there a moment ago: unchecked, it goes back.
+            try putBack(moved, from: target, as: name)
+            throw error
+        }
+        guard status.isSameFile(as: expected) else {
+            _ = try putBack(moved, from: target, as: name)
+            return nil
+        }
+        return moved
+    }
+
+    /// Renames `current` in `folder` back into this folder as `name`, or the first free Inbox-style name beside
+    /// it (`name-1`, …); returns the name it took.
+    @discardableResult
+    public func putBack(_ current: FileName, from folder: CInt, as name: FileName) throws(Errno) -> FileName {
+        try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
+            try system_renameat2(folder, current, rawValue, candidate, .noReplace)
+        }
+    }
+}

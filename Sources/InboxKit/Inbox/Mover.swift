@@ -1,0 +1,125 @@
+import AppContainer
+import Glibc
+
+/// The one mover (ARCHITECTURE.md, "One mover"): takes one Inbox item, the file decided on, into Documents.
+/// `inbox move`, the library's move before edit, the watcher's dispositions and recovery all move through it.
+///
+/// - A file with one link, or a folder: a checked rename (`report 2.pdf` on a clash).
+/// - A file with other hard links, or a file when Documents is on another filesystem (EXDEV): a copy under a
+///   journal intent (`MoveJournal`), so that a crash at any step is finished or rolled back at the next start.
+/// - A folder across filesystems is not copied: the move fails with EXDEV and the folder stays.
+struct Mover {
+    let inbox: Inbox
+    let inboxFolder: SharedDescriptor
+    let documents: SharedDescriptor
+
+    /// Moves `name`, which was `expected` when it was decided on. Returns the name it took in Documents, or nil
+    /// when another file had taken `name` meanwhile (that file is left in the Inbox). Throws ENOENT when the
+    /// item is gone, and every other failure, the item then still in the Inbox.
+    ///
+    /// A copy runs under `intent`, or under an intent of its own when that is nil; either way the intent the
+    /// copy used is returned in `copyIntent`, for the caller to end once the `moved` record is durable.
+    func move(_ name: FileName, expected: FileStatus, intent: MoveJournal.Record? = nil) throws(Errno) -> Moved? {
+        if expected.kind == .regular && expected.linkCount > 1 {
+            return try copy(name, expected: expected, intent: intent)
+        }
+        do {
+            let moved = try inboxFolder.descriptor.checkedRename(
+                name, into: documents.rawValue, naming: .documents, expected: expected)
+            return moved.map { Moved(name: $0, copyIntent: nil) }
+        } catch .crossDevice where expected.kind == .regular {
+            return try copy(name, expected: expected, intent: intent)
+        }
+    }
+
+    /// Where a move went, and the intent of a copy, still open.
+    struct Moved {
+        let name: FileName
+        let copyIntent: MoveJournal.Record?
+    }
+
+    /// Gives a moved file's owner back the write bit, unless it has another hard link now (the chmod would
+    /// reach that name too). `file`, when given, is the item already open.
+    func restoreOwnerWrite(_ moved: FileName, file: CInt? = nil) throws(Errno) {
+        if let file {
+            let status = try FileStatus(system_fstat(file))
+            if status.kind == .regular, status.linkCount == 1, status.mode & S_IWUSR == 0 {
+                try system_fchmod(file, status.mode | S_IWUSR)
+            }
+            return
+        }
+        let opened = try FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking])
+        let status = try opened.fileStatus()
+        if status.kind == .regular, status.linkCount == 1 { try opened.restoreOwnerWrite() }
+    }
+
+    /// The copy path: claim the item by a checked rename to a staging name (one mover wins, and only the file
+    /// decided on), copy it into an unnamed file in Documents, name that file, then remove the claim, each step
+    /// noted in the journal intent first.
+    private func copy(_ name: FileName, expected: FileStatus, intent: MoveJournal.Record?) throws(Errno) -> Moved? {
+        let journal = MoveJournal(container: inbox.container)
+        let claim = FileName(".inbox-claim.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") ?? name
+        let record: MoveJournal.Record
+        if let intent {
+            try journal.note("claim", claim, in: intent)
+            record = intent
+        } else {
+            record = try journal.begin(MoveJournal.Intent(name: name, claim: claim, identity: Identity(expected)))
+        }
+        let folder = inboxFolder.rawValue
+        let claimed: FileName?
+        do {
+            claimed = try inboxFolder.descriptor.checkedRename(
+                name, into: folder, as: claim, naming: .inbox, expected: expected)
+        } catch {
+            if intent == nil { try journal.end(record) }
+            throw error
+        }
+        guard claimed != nil else {
+            if intent == nil { try journal.end(record) }
+            return nil
+        }
+        var linked: FileName?
+        do {
+            let source = try FileDescriptor(at: folder, claim, [.noFollow, .nonBlocking])
+            let status = try source.fileStatus()
+            let copy = try FileDescriptor(
+                at: documents.rawValue, ".", [.temporaryFile, .writeOnly], mode: status.mode | S_IWUSR)
+            try copy.copyFile(from: source, status: status)
+            linked = try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
+                try journal.note("try", candidate, in: record)
+                try system_linkOpenFile(copy.rawValue, documents.rawValue, candidate)
+            }
+            if let linked { try journal.note("linked", linked, in: record) }
+            try documents.sync()
+        } catch {
+            // Undo: the copy goes, the claim gets its name back (or a free one): the item stays in the Inbox. If
+            // the undo fails too, the intent stays and the next move or watcher start settles it.
+            if let linked { try system_unlinkat(documents.rawValue, linked) }
+            try inboxFolder.descriptor.putBack(claim, from: folder, as: name)
+            if intent == nil { try journal.end(record) }
+            throw error
+        }
+        // The copy is named and durable: from here on it is the item. Should removing the claim fail, the
+        // intent stays, and recovery finishes the move.
+        try system_unlinkat(folder, claim)
+        try inboxFolder.sync()
+        return linked.map { Moved(name: $0, copyIntent: record) }
+    }
+}
+
+extension EncodedEvents {
+    /// The one `moved` record (ARCHITECTURE.md, "The log never lies"): from, to, reason and the item's identity
+    /// (unknown only for an intent written before intents carried it).
+    mutating func appendMoved(
+        from name: FileName, to moved: FileName, reason: String, identity: Identity?, inbox: [UInt8],
+        documents: [UInt8]
+    ) {
+        begin(.moved)
+        field("from", folder: inbox, name)
+        field("to", folder: documents, moved)
+        field("reason", reason)
+        if let identity { field("id", identity: identity) }
+        end()
+    }
+}
