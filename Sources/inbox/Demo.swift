@@ -1,8 +1,8 @@
 import AppContainer
-import InboxKit
 import Dispatch
 import Foundation
 import Glibc
+import InboxKit
 import Synchronization
 
 /// The main job on a fresh container, narrated: every sample attachment delivered through the library

@@ -63,7 +63,9 @@ extension Inbox {
 
     /// Whether a `moved` record of the item was logged after the intent was written.
     private func movedLogged(_ intent: MoveJournal.Intent, _ identity: Identity) throws(ContainerError) -> Bool {
-        try log.records(since: intent.seq, kinds: [EventKind.moved.rawValue]).contains { $0.fields["id"] == identity.text }
+        try log.records(since: intent.seq, kinds: [EventKind.moved.rawValue]).contains {
+            $0.fields["id"] == identity.text
+        }
     }
 
     private func logRecoveredMove(_ intent: MoveJournal.Intent, to moved: FileName) throws(ContainerError) {

@@ -104,7 +104,8 @@ struct MoveJournal {
             fields.append((key, name))
         }
         guard let name = fields.first(where: { $0.0 == "name" })?.1 else { return nil }
-        var intent = Intent(name: name, claim: fields.first(where: { $0.0 == "claim" })?.1, identity: identity, seq: seq)
+        var intent = Intent(
+            name: name, claim: fields.first(where: { $0.0 == "claim" })?.1, identity: identity, seq: seq)
         intent.tried = fields.filter { $0.0 == "try" }.map(\.1)
         intent.linked = fields.first(where: { $0.0 == "linked" })?.1
         return intent

@@ -4,8 +4,9 @@ import Glibc
 import Synchronization
 
 /// The one thread that talks to libinotifytools. It watches the Inbox folder and turns events into
-/// names and rescans on the `WatchQueue`; when the folder is deleted, moved or recreated it starts over:
-/// cleanup, initialise, recreate the folder if it is missing, watch again, then ask for a rescan.
+/// names and rescans on the `WatchQueue`; when the Inbox or Documents is deleted, moved or recreated it starts
+/// over: cleanup, initialise, recreate the folders if they are missing, watch again, then ask for a rescan
+/// (which also reopens the folders by path).
 final class EventThread: Sendable {
     let inboxPath: String
     let queue: WatchQueue
@@ -18,6 +19,8 @@ final class EventThread: Sendable {
         var startError: ContainerError?
         /// The watch on Documents, where the Inbox folder itself is deleted or moved.
         var parentWatch: CInt = -1
+        /// The watch on the container root, where Documents is deleted or moved.
+        var rootWatch: CInt = -1
     }
 
     init(inboxPath: String, queue: WatchQueue) {
@@ -69,7 +72,9 @@ final class EventThread: Sendable {
             if event.isOverflow {
                 queue.requestRescan("overflow", overflow: true)
             } else if event.watch == state.withLock({ $0.parentWatch }) {
-                if event.name == Array("Inbox".utf8) { restart(reason: "inbox replaced") }
+                if event.name == Array("Inbox".utf8) || event.watchEnded { restart(reason: "inbox replaced") }
+            } else if event.watch == state.withLock({ $0.rootWatch }) {
+                if event.name == Array("Documents".utf8) || event.watchEnded { restart(reason: "documents replaced") }
             } else if event.watchEnded {
                 restart(reason: "inbox replaced")
             } else if let name = FileName(bytes: event.name), !name.isHidden {
@@ -94,27 +99,35 @@ final class EventThread: Sendable {
         }
     }
 
-    /// Watches the Inbox folder, creating it first when it is missing, and its parent.
+    /// Watches the container root, Documents and the Inbox, creating the last two first when they are missing.
     private func watchInbox() throws(ContainerError) {
-        let parent = String(inboxPath[..<(inboxPath.lastIndex(of: "/") ?? inboxPath.endIndex)])
+        let parent = Self.folder(of: inboxPath)
+        let root = Self.folder(of: parent)
         do {
-            let parentWatch = try Inotify.watch(parent, .inboxParent)
-            state.withLock { $0.parentWatch = parentWatch }
+            let rootWatch = try Inotify.watch(root, [.inboxParent, .movedTo])
+            state.withLock { $0.rootWatch = rootWatch }
         } catch {
-            throw error.failure("watch", parent)
+            throw error.failure("watch", root)
         }
-        do {
-            _ = try Inotify.watch(inboxPath, .inbox)
-        } catch .noSuchFile {
+        for folder in [parent, inboxPath] {
             do {
-                try system_mkdirat(currentDirectory, inboxPath, mode: 0o755)
+                try system_mkdirat(currentDirectory, folder, mode: 0o755)
             } catch .fileExists {
             } catch {
-                throw error.failure("recreate the Inbox", inboxPath)
+                throw error.failure("recreate", folder)
             }
-            do { _ = try Inotify.watch(inboxPath, .inbox) } catch { throw error.failure("watch", inboxPath) }
+        }
+        do {
+            let parentWatch = try Inotify.watch(parent, [.inboxParent, .deleteSelf, .moveSelf])
+            state.withLock { $0.parentWatch = parentWatch }
+            _ = try Inotify.watch(inboxPath, .inbox)
         } catch {
             throw error.failure("watch", inboxPath)
         }
+    }
+
+    /// The folder that holds `path`.
+    private static func folder(of path: String) -> String {
+        String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
     }
 }
