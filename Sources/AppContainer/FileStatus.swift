@@ -1,6 +1,7 @@
+import CLinux
 import Glibc
 
-/// What `fstat` says of a file, without following a symbolic link.
+/// What `statx` says of a file, without following a symbolic link.
 public struct FileStatus: Sendable, Equatable {
     public let kind: FileKind
     public let size: Int64
@@ -11,6 +12,8 @@ public struct FileStatus: Sendable, Equatable {
     public let linkCount: Int
     public let device: UInt64
     public let inode: UInt64
+    /// When the inode was made (zero where the filesystem does not say): a reused inode is born again.
+    public let born: Timestamp
 
     public init(_ status: stat) {
         kind = FileKind(mode: status.st_mode)
@@ -21,6 +24,22 @@ public struct FileStatus: Sendable, Equatable {
         linkCount = Int(status.st_nlink)
         device = UInt64(status.st_dev)
         inode = UInt64(status.st_ino)
+        born = Timestamp(seconds: 0, nanoseconds: 0)
+    }
+
+    public init(_ status: inbox_file_status) {
+        kind = FileKind(mode: mode_t(status.mode))
+        size = status.size
+        modified = Timestamp(seconds: status.modified_seconds, nanoseconds: Int64(status.modified_nanoseconds))
+        accessed = Timestamp(seconds: status.accessed_seconds, nanoseconds: Int64(status.accessed_nanoseconds))
+        mode = mode_t(status.mode) & 0o7777
+        linkCount = Int(status.link_count)
+        device = status.device
+        inode = status.inode
+        born =
+            status.born_known != 0
+            ? Timestamp(seconds: status.born_seconds, nanoseconds: Int64(status.born_nanoseconds))
+            : Timestamp(seconds: 0, nanoseconds: 0)
     }
 
     /// The same status with other permission bits: what `fstat` says after a `fchmod` to `mode`.
@@ -37,10 +56,10 @@ public struct FileStatus: Sendable, Equatable {
 }
 
 extension FileDescriptor {
-    public func fileStatus() throws(Errno) -> FileStatus { FileStatus(try status()) }
+    public func fileStatus() throws(Errno) -> FileStatus { FileStatus(try system_statx(rawValue, "")) }
 }
 
 /// The status of `name` in the folder `directory`, never following a symbolic link.
 public func fileStatus(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus {
-    FileStatus(try system_lstatat(directory, name))
+    FileStatus(try system_statx(directory, name))
 }

@@ -405,3 +405,14 @@ public func system_seccomp_filter_available() throws(Errno) {
 public func system_seccomp_deny_metadata_changes() throws(Errno) {
     _ = try valueOrErrno { inbox_seccomp_deny_metadata_changes() }
 }
+
+/// `statx` with `AT_SYMLINK_NOFOLLOW` (a link is described, never followed), asking for the basic fields and the
+/// birth time; an empty `path` describes `directory` itself (`AT_EMPTY_PATH`).
+@inline(never)
+public func system_statx(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> inbox_file_status {
+    var status = inbox_file_status()
+    try withCPath(path) { path throws(Errno) in
+        _ = try valueOrErrno { inbox_statx(directory, path, &status) }
+    }
+    return status
+}

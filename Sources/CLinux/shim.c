@@ -8,6 +8,8 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -203,4 +205,23 @@ int inbox_seccomp_deny_metadata_changes(void) {
     errno = ENOSYS;
     return -1;
 #endif
+}
+
+int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status) {
+    struct statx raw;
+    int flags = AT_SYMLINK_NOFOLLOW | (path[0] == 0 ? AT_EMPTY_PATH : 0);
+    if (statx(dirfd, path, flags, STATX_BASIC_STATS | STATX_BTIME, &raw) == -1) return -1;
+    status->device = makedev(raw.stx_dev_major, raw.stx_dev_minor);
+    status->inode = raw.stx_ino;
+    status->link_count = raw.stx_nlink;
+    status->size = (int64_t)raw.stx_size;
+    status->mode = raw.stx_mode;
+    status->born_known = (raw.stx_mask & STATX_BTIME) != 0;
+    status->accessed_seconds = raw.stx_atime.tv_sec;
+    status->accessed_nanoseconds = raw.stx_atime.tv_nsec;
+    status->modified_seconds = raw.stx_mtime.tv_sec;
+    status->modified_nanoseconds = raw.stx_mtime.tv_nsec;
+    status->born_seconds = raw.stx_btime.tv_sec;
+    status->born_nanoseconds = raw.stx_btime.tv_nsec;
+    return 0;
 }

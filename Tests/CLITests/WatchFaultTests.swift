@@ -188,3 +188,42 @@ func chattr(_ flag: String, _ path: String) -> Bool {
     if process.terminationStatus != 0 { print("skipped: chattr \(flag) is not supported on \(path)") }
     return process.terminationStatus == 0
 }
+
+/// An arrival's identity tells a new file from an old one, even when the new one reuses the old one's inode.
+@Suite struct IdentityTests {
+    @Test(arguments: [false, true]) func aNewItemThatReusesAnOldInodeArrives(folder isFolder: Bool) throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let inbox = container + "/Documents/Inbox"
+        let first = inbox + "/first"
+        try make(first, folder: isFolder)
+        #expect(try InboxProcess.run("--container", container, "watch", "--once").status == 0)
+        #expect(logRecords(container, event: "arrived").count == 1)
+        let old = try FileManager.default.attributesOfItem(atPath: first)
+        let inode = old[.systemFileNumber] as? UInt64
+        let modified = old[.modificationDate] as? Date
+        try FileManager.default.removeItem(atPath: first)
+        // The filesystem hands the freed inode to the next file made beside it (ext4 and tmpfs do); a `cp -p`
+        // copy gets the same size and modification time.
+        let second = inbox + "/second"
+        try make(second, folder: isFolder)
+        try FileManager.default.setAttributes([.modificationDate: modified as Any], ofItemAtPath: second)
+        guard (try FileManager.default.attributesOfItem(atPath: second)[.systemFileNumber] as? UInt64) == inode else {
+            print("skipped: this filesystem did not reuse the inode")
+            return
+        }
+        #expect(try InboxProcess.run("--container", container, "watch", "--once").status == 0)
+        #expect(
+            logRecords(container, event: "arrived").compactMap { $0["path"] as? String }.last
+                == "Documents/Inbox/second")
+        #expect(logRecords(container, event: "arrived").count == 2)
+    }
+
+    private func make(_ path: String, folder: Bool) throws {
+        if folder {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        } else {
+            try Data("same bytes".utf8).write(to: URL(fileURLWithPath: path))
+        }
+    }
+}

@@ -15,6 +15,21 @@ int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, in
 ssize_t inbox_fgetxattr(int fd, const char *name, void *value, size_t size);
 int inbox_fremovexattr(int fd, const char *name);
 
+/// What statx(2) says of a file, in the fields the package reads; `born_known` is 0 where the filesystem
+/// keeps no birth time.
+struct inbox_file_status {
+    uint64_t device;
+    uint64_t inode;
+    uint64_t link_count;
+    int64_t size;
+    uint32_t mode;
+    int32_t born_known;
+    int64_t accessed_seconds, modified_seconds, born_seconds;
+    uint32_t accessed_nanoseconds, modified_nanoseconds, born_nanoseconds;
+};
+/// statx(dirfd, path, AT_SYMLINK_NOFOLLOW, basic stats and birth time); an empty path describes dirfd itself.
+int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status);
+
 /// unshare(CLONE_FS): the calling thread gets its own working folder, root and umask (no privilege needed).
 int inbox_unshare_fs(void);
 

@@ -125,6 +125,10 @@ struct EncodedEvents {
         EventEncoding.appendInteger(identity.modifiedSeconds, to: &bytes)
         bytes.append(UInt8(ascii: "."))
         EventEncoding.appendInteger(identity.modifiedNanoseconds, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        EventEncoding.appendInteger(identity.born.seconds, to: &bytes)
+        bytes.append(UInt8(ascii: "."))
+        EventEncoding.appendInteger(identity.born.nanoseconds, to: &bytes)
         bytes.append(UInt8(ascii: "\""))
     }
 

@@ -1,12 +1,15 @@
 import AppContainer
 
-/// What makes an arrival the same arrival (DESIGN §2): device, inode, size and modification time, not the path.
+/// What makes an arrival the same arrival (ARCHITECTURE.md, "Nothing twice"): device, inode and the inode's
+/// birth time (a new file that reuses a deleted item's inode is born again), and for a file its size and
+/// modification time; not the path.
 struct Identity: Hashable, Sendable {
     let device: UInt64
     let inode: UInt64
     let size: Int64
     let modifiedSeconds: Int64
     let modifiedNanoseconds: Int64
+    let born: Timestamp
 
     /// A file's identity; a folder's is its device and inode alone, since its size and time change with what it
     /// holds.
@@ -17,6 +20,7 @@ struct Identity: Hashable, Sendable {
         size = isFolder ? 0 : status.size
         modifiedSeconds = isFolder ? 0 : status.modified.seconds
         modifiedNanoseconds = isFolder ? 0 : status.modified.nanoseconds
+        born = status.born
     }
 
     /// Whether `status` describes this file: the same device and inode.
@@ -24,19 +28,31 @@ struct Identity: Hashable, Sendable {
         status.device == device && status.inode == inode
     }
 
-    /// `dev:ino:size:sec.nsec`, as the `id` field of `arrived` records.
-    var text: String { "\(device):\(inode):\(size):\(modifiedSeconds).\(modifiedNanoseconds)" }
+    /// `dev:ino:size:sec.nsec:born-sec.born-nsec`, as the `id` field of records.
+    var text: String {
+        "\(device):\(inode):\(size):\(modifiedSeconds).\(modifiedNanoseconds):\(born.seconds).\(born.nanoseconds)"
+    }
 
+    /// Reads `text`; an identity logged before birth times were kept (four fields) has a zero birth time.
     init?(text: some StringProtocol) {
         let parts = text.split(separator: ":")
-        let time = parts.count == 4 ? parts[3].split(separator: ".") : []
-        guard parts.count == 4, time.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]),
-            let size = Int64(parts[2]), let seconds = Int64(time[0]), let nanoseconds = Int64(time[1])
+        guard parts.count == 4 || parts.count == 5, let device = UInt64(parts[0]), let inode = UInt64(parts[1]),
+            let size = Int64(parts[2]), let modified = Self.time(parts[3])
         else { return nil }
+        guard let born = parts.count == 5 ? Self.time(parts[4]) : Timestamp(seconds: 0, nanoseconds: 0) else {
+            return nil
+        }
         self.device = device
         self.inode = inode
         self.size = size
-        modifiedSeconds = seconds
-        modifiedNanoseconds = nanoseconds
+        modifiedSeconds = modified.seconds
+        modifiedNanoseconds = modified.nanoseconds
+        self.born = born
+    }
+
+    private static func time(_ text: some StringProtocol) -> Timestamp? {
+        let parts = text.split(separator: ".")
+        guard parts.count == 2, let seconds = Int64(parts[0]), let nanoseconds = Int64(parts[1]) else { return nil }
+        return Timestamp(seconds: seconds, nanoseconds: nanoseconds)
     }
 }
