@@ -42,24 +42,30 @@ public struct InboxItem: Sendable {
         try open().readToEnd()
     }
 
-    /// Deletes the item from the Inbox and logs `deleted` with `reason`.
+    /// Deletes the item from the Inbox through the one mover (only this file, never one that took its name
+    /// since), and logs `deleted` with `reason`.
     public func delete(reason: String = "deleted by the app") throws(ContainerError) {
-        let folder = try inbox.container.openFolder(.inbox)
-        do {
-            let now = try fileStatus(in: folder.rawValue, name)
-            guard now.isSameFile(as: status) else {
-                throw ContainerError(.noSuchItem, "'\(inbox.itemPath(name))' was replaced by another file; not deleted")
-            }
-            try system_unlinkat(folder.rawValue, name)
-        } catch let error as ContainerError {
-            throw error
-        } catch let error as Errno {
-            throw error.failure("delete", inbox.itemPath(name))
+        let mover = Mover(
+            inbox: inbox, inboxFolder: SharedDescriptor(try inbox.container.openFolder(.inbox)),
+            documents: SharedDescriptor(try inbox.container.openFolder(.documents)))
+        let deleted: Bool
+        do throws(Errno) {
+            deleted = try mover.delete(name, expected: status)
+        } catch .noSuchFile {
+            throw ContainerError(.noSuchItem, "'\(inbox.itemPath(name))' is gone: another process moved or deleted it")
         } catch {
-            throw ContainerError(.failure, "cannot delete '\(inbox.itemPath(name))': \(error)")
+            throw error.failure("delete", inbox.itemPath(name))
+        }
+        guard deleted else {
+            throw ContainerError(.noSuchItem, "'\(inbox.itemPath(name))' was replaced by another file; not deleted")
         }
         try inbox.log.append(
-            Event(.deleted, ["path": .path(inbox.loggedPath(.inbox, name)), "reason": .string(reason)]))
+            Event(
+                .deleted,
+                [
+                    "path": .path(inbox.loggedPath(.inbox, name)), "reason": .string(reason),
+                    "id": .string(Identity(status).text),
+                ]))
     }
 
     /// Moves the item into Documents and returns it as a writable document (DESIGN §2).

@@ -41,7 +41,9 @@ struct MoveJournal {
 
     /// Writes an intent durably, locked, before the move touches anything.
     func begin(_ intent: Intent) throws(Errno) -> Record {
-        try? system_mkdirat(currentDirectory, directory, mode: 0o755)
+        do {
+            try system_mkdirat(currentDirectory, directory, mode: 0o755)
+        } catch .fileExists {}
         let folder = try FileDescriptor(directory, [.directory])
         let file = try FileDescriptor(at: folder.rawValue, ".", [.temporaryFile, .writeOnly], mode: 0o600)
         try system_flock(file.rawValue, LOCK_EX)

@@ -1,8 +1,9 @@
 import AppContainer
 import Glibc
 
-/// The one mover (ARCHITECTURE.md, "One mover"): takes one Inbox item, the file decided on, into Documents.
-/// `inbox move`, the library's move before edit, the watcher's dispositions and recovery all move through it.
+/// The one mover (ARCHITECTURE.md, "One mover"): takes one Inbox item, the file decided on, into Documents or
+/// out of existence. `inbox move`, the library's move before edit and delete, the watcher's dispositions and
+/// recovery all go through it.
 ///
 /// - A file with one link, or a folder: a checked rename (`report 2.pdf` on a clash).
 /// - A file with other hard links, or a file when Documents is on another filesystem (EXDEV): a copy under a
@@ -36,6 +37,50 @@ struct Mover {
     struct Moved {
         let name: FileName
         let copyIntent: MoveJournal.Record?
+    }
+
+    /// Deletes the item `name`, which was `expected` when it was decided on: renamed aside in the Inbox
+    /// (`.inbox-delete.<name>`), checked, unlinked. False when another file had taken `name` (that file is put
+    /// back); throws ENOENT when it is gone, and any other failure once the item is back under its name.
+    func delete(_ name: FileName, expected: FileStatus) throws(Errno) -> Bool {
+        let folder = inboxFolder
+        guard
+            let aside = try folder.descriptor.checkedRename(
+                name, into: folder.rawValue, as: Self.deletingName(for: name), naming: .inbox, expected: expected)
+        else { return false }
+        do {
+            try system_unlinkat(folder.rawValue, aside, removeDirectory: expected.kind == .directory)
+        } catch {
+            try folder.descriptor.putBack(aside, from: folder.rawValue, as: name)
+            throw error
+        }
+        return true
+    }
+
+    /// Where a deletion puts an item just before unlinking it: `.inbox-delete.<name>`. Hidden, so the watcher
+    /// leaves it alone; one a crash left there goes back under its name at the next start.
+    private static let deletingPrefix = Array(".inbox-delete.".utf8)
+
+    /// `.inbox-delete.<name>`, the name cut (at a character) to fit.
+    static func deletingName(for name: FileName) -> FileName {
+        let room = FileName.maxLength - deletingPrefix.count
+        return FileName(bytes: deletingPrefix + FileName.truncated(name.bytes, toAtMost: room)).unsafelyUnwrapped
+    }
+
+    /// Puts back the deletions a crash cut short between the rename aside and the unlink, each under its name
+    /// (a free one beside it if that is taken), where recovery or a new arrival handles it. Returns the names
+    /// that could not be put back, with the failure.
+    func restoreInterruptedDeletions() throws(Errno) -> [(FileName, Errno)] {
+        var failures: [(FileName, Errno)] = []
+        for name in try inboxFolder.descriptor.entries() where name.bytes.starts(with: Self.deletingPrefix) {
+            guard let original = FileName(bytes: name.bytes.dropFirst(Self.deletingPrefix.count)) else { continue }
+            do {
+                try inboxFolder.descriptor.putBack(name, from: inboxFolder.rawValue, as: original)
+            } catch {
+                failures.append((original, error))
+            }
+        }
+        return failures
     }
 
     /// Gives a moved file's owner back the write bit, unless it has another hard link now (the chmod would

@@ -2,14 +2,9 @@ import AppContainer
 import Glibc
 
 /// Moves and deletions of Inbox items, each touching only the file decided on (ARCHITECTURE.md, "Only the file
-/// decided on") and none failing in silence ("No silent failure"). A move goes through the one mover; a
-/// deletion renames the item aside in the Inbox, checks it, then unlinks it. A failure writes an `error`
-/// record and a line on stderr, leaves the item where it is and schedules the disposition again.
+/// decided on") and none failing in silence ("No silent failure"), both through the one mover. A failure writes
+/// an `error` record and a line on stderr, leaves the item where it is and schedules the disposition again.
 extension ArrivalPipeline {
-    /// Where a deletion puts an item just before unlinking it: `.inbox-delete.<name>`. Hidden, so the watcher
-    /// leaves it alone; one a crash left there goes back under its name at the next start.
-    private static let deletingPrefix = Array(".inbox-delete.".utf8)
-
     /// A disposition decided on and logged, to apply now or, after a failure, later.
     struct Decided {
         let name: FileName
@@ -32,7 +27,7 @@ extension ArrivalPipeline {
             case .keep:
                 return false
             case .delete:
-                guard try deleteIfSame(decided) else { return false }
+                guard try mover.delete(decided.name, expected: decided.status) else { return false }
                 records.begin(.deleted)
                 records.field("path", folder: loggedInbox, decided.name)
                 records.field("reason", reason)
@@ -105,44 +100,5 @@ extension ArrivalPipeline {
             if apply(entry.payload, reason: "retry", to: &records) { arrived.remove(entry.payload.identity) }
         }
         return records
-    }
-
-    /// Deletes the item: renamed aside, checked, unlinked. False when another file held the name (that file is
-    /// put back); throws when it is gone (ENOENT) or a call fails (the item is put back first).
-    private func deleteIfSame(_ decided: Decided) throws(Errno) -> Bool {
-        let folder = inboxFolder
-        let aside = Self.deletingName(for: decided.name)
-        guard
-            let taken = try folder.descriptor.checkedRename(
-                decided.name, into: folder.rawValue, as: aside, naming: .inbox, expected: decided.status)
-        else { return false }
-        do {
-            try system_unlinkat(folder.rawValue, taken)
-        } catch {
-            try folder.descriptor.putBack(taken, from: folder.rawValue, as: decided.name)
-            throw error
-        }
-        return true
-    }
-
-    /// Deletions a crash cut short between the rename aside and the unlink: each goes back under its name
-    /// (a free one beside it if that is taken), where recovery or a new arrival handles it.
-    func restoreInterruptedDeletions() throws(ContainerError) {
-        do {
-            for name in try inboxFolder.descriptor.entries() where name.bytes.starts(with: Self.deletingPrefix) {
-                guard let original = FileName(bytes: name.bytes.dropFirst(Self.deletingPrefix.count)) else {
-                    continue
-                }
-                try inboxFolder.descriptor.putBack(name, from: inboxFolder.rawValue, as: original)
-            }
-        } catch {
-            throw error.failure("put back an interrupted deletion in", container.path(.inbox))
-        }
-    }
-
-    /// `.inbox-delete.<name>`, the name cut (at a character) to fit.
-    static func deletingName(for name: FileName) -> FileName {
-        let room = FileName.maxLength - deletingPrefix.count
-        return FileName(bytes: deletingPrefix + FileName.truncated(name.bytes, toAtMost: room)).unsafelyUnwrapped
     }
 }

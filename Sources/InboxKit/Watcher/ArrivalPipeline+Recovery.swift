@@ -12,7 +12,15 @@ extension ArrivalPipeline {
     /// failure left: an item logged `arrived` for a move that the log does not show as `moved` is moved now,
     /// or, when the rename had happened, found in Documents and logged. A deletion cut short goes back first.
     func recoverInterruptedBatch() throws(ContainerError) {
-        try restoreInterruptedDeletions()
+        var putBack = EncodedEvents()
+        do {
+            for (name, error) in try mover.restoreInterruptedDeletions() {
+                fail(during: "put back an interrupted deletion", name, error, folder: loggedInbox, to: &putBack)
+            }
+        } catch {
+            throw error.failure("read", container.path(.inbox))
+        }
+        try commit(putBack, durable: false)
         var pending: [Identity: (name: FileName, disposition: Disposition)] = [:]
         let since = loadCheckpoint { id, name, disposition in pending[id] = (name, disposition) }
         for record in try inbox.log.records(since: since) {
