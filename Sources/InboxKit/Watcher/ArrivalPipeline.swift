@@ -128,10 +128,8 @@ final class ArrivalPipeline {
         for name in names where seen.insert(name).inserted {
             busy.remove(name)
             do {
-                if let item = try prepare(name, rejections: &rejections) {
-                    batch.append(item)
-                    failedToArrive.remove(name)
-                }
+                if let item = try prepare(name, rejections: &rejections) { batch.append(item) }
+                failedToArrive.remove(name)
             } catch {
                 fail(during: "arrive", name, error, folder: loggedInbox, to: &records)
                 failedToArrive.schedule(name, ())
