@@ -123,8 +123,17 @@ private final class RestoreJob: Sendable {
 
     func runOnOwnThread() throws(ContainerError) -> RestoreReport {
         let finished = DispatchSemaphore(value: 0)
+        #if DEBUG
+            // A test's fault plan covers the restore's own thread too.
+            let plan = SyscallFaultPlan.current ?? SyscallFaultPlan()
+        #endif
         let thread = Thread { [self] in
-            let outcome = Result { () throws(ContainerError) in try withUTF8Names(extract) }
+            var outcome: Result<RestoreReport, ContainerError>
+            #if DEBUG
+                outcome = plan.run { Result { () throws(ContainerError) in try withUTF8Names(extract) } }
+            #else
+                outcome = Result { () throws(ContainerError) in try withUTF8Names(extract) }
+            #endif
             result.withLock { $0 = outcome }
             finished.signal()
         }
