@@ -15,7 +15,9 @@ import Testing
 
     static func world(_ count: Int) throws -> World {
         let scratch = try Scratch()
-        let files: [(name: String, bytes: [UInt8])] = (0..<count).map { index in ("file\(index).bin", pattern(5_000 + index, seed: UInt64(index + 1))) }
+        let files: [(name: String, bytes: [UInt8])] = (0..<count).map { index in
+            ("file\(index).bin", pattern(5_000 + index, seed: UInt64(index + 1)))
+        }
         for file in files { try makeFile(scratch.outside(file.name), file.bytes) }
         return World(scratch: scratch, files: files)
     }
