@@ -6,20 +6,27 @@ import Glibc
 
 #if DEBUG
     /// What a test planned for the system calls of one thread: count them, and fail the `failing`th (from 1,
-    /// counted over every wrapper or only over those named `only`) with `error`.
+    /// counted over every wrapper or only over those named `only`) with `error`. `forcing` fails the first call
+    /// of its name too, uncounted, to steer the operation down a path (EXDEV into `renameat2`: the copy).
     package final class SyscallFaultPlan: @unchecked Sendable {
         package let failing: Int?
         package let only: String?
         package let error: Errno
+        package let forcing: (name: String, error: Errno)?
+        private var forced = false
         /// The calls counted so far, by name, in order.
         package private(set) var calls: [String] = []
         /// The index (from 1) and name of the call made to fail, once it has.
         package private(set) var injected: (index: Int, name: String)?
 
-        package init(failing: Int? = nil, only: String? = nil, with error: Errno = .ioError) {
+        package init(
+            failing: Int? = nil, only: String? = nil, with error: Errno = .ioError,
+            forcing: (name: String, error: Errno)? = nil
+        ) {
             self.failing = failing
             self.only = only
             self.error = error
+            self.forcing = forcing
         }
 
         /// "call 17 (renameat2) failed with ENOSPC"
@@ -43,6 +50,10 @@ import Glibc
 
         fileprivate func next(_ name: StaticString) -> Errno? {
             let name = name.description
+            if let forcing, !forced, forcing.name == name {
+                forced = true
+                return forcing.error
+            }
             if let only, only != name { return nil }
             calls.append(name)
             guard injected == nil, calls.count == failing else { return nil }

@@ -23,15 +23,18 @@ struct FaultSweep<Context> {
 
     /// Runs the sweep; returns how many faulty runs it made (and prints it, with `label`).
     @discardableResult
-    func run(_ label: String, only: String? = nil, errors: [Errno] = Self.errors) throws -> Int {
-        let counting = SyscallFaultPlan(only: only)
+    func run(
+        _ label: String, only: String? = nil, errors: [Errno] = Self.errors,
+        forcing: (name: String, error: Errno)? = nil
+    ) throws -> Int {
+        let counting = SyscallFaultPlan(only: only, forcing: forcing)
         try once(counting)
         let calls = counting.calls
         #expect(!calls.isEmpty, "\(label): the operation made no counted call")
         var runs = 0
         for (offset, call) in calls.enumerated() {
             for error in errors where Self.fits(error, call) {
-                try once(SyscallFaultPlan(failing: offset + 1, only: only, with: error))
+                try once(SyscallFaultPlan(failing: offset + 1, only: only, with: error, forcing: forcing))
                 runs += 1
             }
         }
