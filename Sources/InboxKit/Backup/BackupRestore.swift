@@ -86,7 +86,8 @@ extension BackupArchive {
         let documents = try container.openFolder(.documents)
         do {
             for name in try documents.entries() {
-                if name.string == "Inbox", (try? fileStatus(in: documents.rawValue, name))?.kind == .directory {
+                // A failed look is an error, not content: it names the cause.
+                if name.string == "Inbox", try fileStatus(in: documents.rawValue, name).kind == .directory {
                     let inbox = try FileDescriptor(at: documents.rawValue, name, [.directory, .noFollow])
                     if let item = try inbox.entries().first { return "Documents/Inbox/\(item)" }
                     continue
