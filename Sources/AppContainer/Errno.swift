@@ -36,10 +36,17 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     public static let noData = Errno(rawValue: ENODATA)
 }
 
-/// Runs a system call that returns -1 on failure, reads `errno` at once, and retries on EINTR.
+/// Runs the system call `name` that returns -1 on failure, reads `errno` at once, and retries on EINTR.
+/// A fault planned for the call fails it without making it (an EINTR is retried like a real one).
 @inline(never)
-func valueOrErrno<I: FixedWidthInteger>(retryOnInterrupt: Bool = true, _ call: () -> I) throws(Errno) -> I {
+func valueOrErrno<I: FixedWidthInteger>(_ name: StaticString, retryOnInterrupt: Bool = true, _ call: () -> I)
+    throws(Errno) -> I
+{
     while true {
+        if let fault = plannedFault(name) {
+            if retryOnInterrupt && fault == .interrupted { continue }
+            throw fault
+        }
         let result = call()
         if result != -1 { return result }
         let error = Errno.current

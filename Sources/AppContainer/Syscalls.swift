@@ -3,8 +3,9 @@
 import CLinux
 import Glibc
 
-// One Swift function per system call. Each reads errno right after the call and throws it
-// as `Errno`; all but `close` retry on EINTR.
+// One Swift function per system call, for this package only. Each reads errno right after the call and
+// throws it as `Errno`; all but `close` retry on EINTR. Each first asks `plannedFault` (SyscallFaults.swift)
+// under a stable name, so tests can make any call fail.
 
 /// The current folder, as a sentinel for the `*at` calls.
 public let currentDirectory: CInt = AT_FDCWD
@@ -16,110 +17,112 @@ func withCPath<R>(_ path: some CStringConvertible, _ body: (UnsafePointer<CChar>
 }
 
 @inline(never)
-public func system_openat(
+package func system_openat(
     _ directory: CInt, _ path: some CStringConvertible, _ flags: OpenFlags, mode: mode_t = 0
 ) throws(Errno) -> CInt {
     try withCPath(path) { path throws(Errno) in
-        try valueOrErrno { openat(directory, path, flags.rawValue | O_CLOEXEC, mode) }
+        try valueOrErrno("openat") { openat(directory, path, flags.rawValue | O_CLOEXEC, mode) }
     }
 }
 
-/// Never retried: after EINTR Linux has already released the descriptor.
+/// Never retried: after EINTR Linux has already released the descriptor, as it does for a planned fault.
 @inline(never)
-public func system_close(_ fd: CInt) throws(Errno) {
-    _ = try valueOrErrno(retryOnInterrupt: false) { close(fd) }
+package func system_close(_ fd: CInt) throws(Errno) {
+    let fault = plannedFault("close")
+    if close(fd) == -1 { throw Errno.current }
+    if let fault { throw fault }
 }
 
 @inline(never)
-public func system_read(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
-    try valueOrErrno { read(fd, buffer.baseAddress, buffer.count) }
+package func system_read(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+    try valueOrErrno("read") { read(fd, buffer.baseAddress, buffer.count) }
 }
 
 @inline(never)
-public func system_pread(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno)
+package func system_pread(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(Errno)
     -> Int
 {
-    try valueOrErrno { pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
+    try valueOrErrno("pread") { pread(fd, buffer.baseAddress, buffer.count, off_t(offset)) }
 }
 
 @inline(never)
-public func system_pwrite(_ fd: CInt, _ bytes: [UInt8], at offset: Int64) throws(Errno) -> Int {
-    try valueOrErrno { bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) } }
+package func system_pwrite(_ fd: CInt, _ bytes: [UInt8], at offset: Int64) throws(Errno) -> Int {
+    try valueOrErrno("pwrite") { bytes.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) } }
 }
 
 @inline(never)
-public func system_write(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
-    try valueOrErrno { write(fd, buffer.baseAddress, buffer.count) }
+package func system_write(_ fd: CInt, _ buffer: UnsafeRawBufferPointer) throws(Errno) -> Int {
+    try valueOrErrno("write") { write(fd, buffer.baseAddress, buffer.count) }
 }
 
 @inline(never)
-public func system_fsync(_ fd: CInt) throws(Errno) {
-    _ = try valueOrErrno { fsync(fd) }
+package func system_fsync(_ fd: CInt) throws(Errno) {
+    _ = try valueOrErrno("fsync") { fsync(fd) }
 }
 
 @inline(never)
-public func system_fstat(_ fd: CInt) throws(Errno) -> stat {
+package func system_fstat(_ fd: CInt) throws(Errno) -> stat {
     var status = stat()
-    _ = try valueOrErrno { fstat(fd, &status) }
+    _ = try valueOrErrno("fstat") { fstat(fd, &status) }
     return status
 }
 
 /// `fstatat(AT_SYMLINK_NOFOLLOW)`: a symbolic link is described, never followed.
 @inline(never)
-public func system_lstatat(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> stat {
+package func system_lstatat(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> stat {
     var status = stat()
     try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno { fstatat(directory, path, &status, AT_SYMLINK_NOFOLLOW) }
+        _ = try valueOrErrno("lstatat") { fstatat(directory, path, &status, AT_SYMLINK_NOFOLLOW) }
     }
     return status
 }
 
 @inline(never)
-public func system_renameat2(
+package func system_renameat2(
     _ fromDirectory: CInt, _ from: some CStringConvertible, _ toDirectory: CInt, _ to: some CStringConvertible,
     _ flags: RenameFlags
 ) throws(Errno) {
     try withCPath(from) { from throws(Errno) in
         try withCPath(to) { to throws(Errno) in
-            _ = try valueOrErrno { inbox_renameat2(fromDirectory, from, toDirectory, to, flags.rawValue) }
+            _ = try valueOrErrno("renameat2") { inbox_renameat2(fromDirectory, from, toDirectory, to, flags.rawValue) }
         }
     }
 }
 
 @inline(never)
-public func system_unlinkat(_ directory: CInt, _ path: some CStringConvertible, removeDirectory: Bool = false)
+package func system_unlinkat(_ directory: CInt, _ path: some CStringConvertible, removeDirectory: Bool = false)
     throws(Errno)
 {
     try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno { unlinkat(directory, path, removeDirectory ? AT_REMOVEDIR : 0) }
+        _ = try valueOrErrno("unlinkat") { unlinkat(directory, path, removeDirectory ? AT_REMOVEDIR : 0) }
     }
 }
 
 @inline(never)
-public func system_mkdirat(_ directory: CInt, _ path: some CStringConvertible, mode: mode_t) throws(Errno) {
+package func system_mkdirat(_ directory: CInt, _ path: some CStringConvertible, mode: mode_t) throws(Errno) {
     try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno { mkdirat(directory, path, mode) }
+        _ = try valueOrErrno("mkdirat") { mkdirat(directory, path, mode) }
     }
 }
 
 /// `symlinkat(target, directory, path)`: makes a symbolic link holding `target`, which is not looked at.
 @inline(never)
-public func system_symlinkat(_ target: [UInt8], _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {
+package func system_symlinkat(_ target: [UInt8], _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {
     try withCPath(target) { target throws(Errno) in
         try withCPath(path) { path throws(Errno) in
-            _ = try valueOrErrno { symlinkat(target, directory, path) }
+            _ = try valueOrErrno("symlinkat") { symlinkat(target, directory, path) }
         }
     }
 }
 
 /// `readlinkat`: the target a symbolic link holds, exact to the byte.
 @inline(never)
-public func system_readlinkat(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> [UInt8] {
+package func system_readlinkat(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> [UInt8] {
     let capacity = Int(PATH_MAX) + 1
     let buffer = UnsafeMutablePointer<CChar>.allocate(capacity: capacity)
     defer { buffer.deallocate() }
     let count = try withCPath(path) { path throws(Errno) in
-        try valueOrErrno { readlinkat(directory, path, buffer, capacity) }
+        try valueOrErrno("readlinkat") { readlinkat(directory, path, buffer, capacity) }
     }
     guard count < capacity else { throw Errno.nameTooLong }
     return UnsafeBufferPointer(start: buffer, count: count).map { UInt8(bitPattern: $0) }
@@ -127,53 +130,55 @@ public func system_readlinkat(_ directory: CInt, _ path: some CStringConvertible
 
 /// `syncfs`: writes out everything cached for the filesystem that holds `fd`, in one call.
 @inline(never)
-public func system_syncfs(_ fd: CInt) throws(Errno) {
-    _ = try valueOrErrno { inbox_syncfs(fd) }
+package func system_syncfs(_ fd: CInt) throws(Errno) {
+    _ = try valueOrErrno("syncfs") { inbox_syncfs(fd) }
 }
 
 /// `linkat(fd, "", directory, path, AT_EMPTY_PATH)`: gives a name to an open file, such as an `O_TMPFILE` one.
 @inline(never)
-public func system_linkOpenFile(_ fd: CInt, _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {
+package func system_linkOpenFile(_ fd: CInt, _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {
     try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno { linkat(fd, "", directory, path, inbox_AT_EMPTY_PATH) }
+        _ = try valueOrErrno("linkat") { linkat(fd, "", directory, path, inbox_AT_EMPTY_PATH) }
     }
 }
 
 @inline(never)
-public func system_fchmod(_ fd: CInt, _ mode: mode_t) throws(Errno) {
-    _ = try valueOrErrno { fchmod(fd, mode) }
+package func system_fchmod(_ fd: CInt, _ mode: mode_t) throws(Errno) {
+    _ = try valueOrErrno("fchmod") { fchmod(fd, mode) }
 }
 
 @inline(never)
-public func system_ftruncate(_ fd: CInt, _ length: Int64) throws(Errno) {
-    _ = try valueOrErrno { ftruncate(fd, off_t(length)) }
+package func system_ftruncate(_ fd: CInt, _ length: Int64) throws(Errno) {
+    _ = try valueOrErrno("ftruncate") { ftruncate(fd, off_t(length)) }
 }
 
 @inline(never)
-public func system_flock(_ fd: CInt, _ operation: CInt) throws(Errno) {
-    _ = try valueOrErrno { flock(fd, operation) }
+package func system_flock(_ fd: CInt, _ operation: CInt) throws(Errno) {
+    _ = try valueOrErrno("flock") { flock(fd, operation) }
 }
 
 @inline(never)
-public func system_copy_file_range(from input: CInt, to output: CInt, length: Int) throws(Errno) -> Int {
-    try valueOrErrno { inbox_copy_file_range(input, output, length) }
+package func system_copy_file_range(from input: CInt, to output: CInt, length: Int) throws(Errno) -> Int {
+    try valueOrErrno("copy_file_range") { inbox_copy_file_range(input, output, length) }
 }
 
 @inline(never)
-public func system_futimens(_ fd: CInt, accessed: timespec, modified: timespec) throws(Errno) {
+package func system_futimens(_ fd: CInt, accessed: timespec, modified: timespec) throws(Errno) {
     let times = [accessed, modified]
-    _ = try valueOrErrno { futimens(fd, times) }
+    _ = try valueOrErrno("futimens") { futimens(fd, times) }
 }
 
 @inline(never)
-public func system_fdopendir(_ fd: CInt) throws(Errno) -> OpaquePointer {
+package func system_fdopendir(_ fd: CInt) throws(Errno) -> OpaquePointer {
+    if let fault = plannedFault("fdopendir") { throw fault }
     guard let stream = fdopendir(fd) else { throw Errno.current }
     return stream
 }
 
 /// The next entry of a folder stream, or nil at its end.
 @inline(never)
-public func system_readdir(_ stream: OpaquePointer) throws(Errno) -> UnsafeMutablePointer<dirent>? {
+package func system_readdir(_ stream: OpaquePointer) throws(Errno) -> UnsafeMutablePointer<dirent>? {
+    if let fault = plannedFault("readdir") { throw fault }
     errno = 0
     if let entry = readdir(stream) { return entry }
     if errno != 0 { throw Errno.current }
@@ -181,13 +186,14 @@ public func system_readdir(_ stream: OpaquePointer) throws(Errno) -> UnsafeMutab
 }
 
 @inline(never)
-public func system_closedir(_ stream: OpaquePointer) {
+package func system_closedir(_ stream: OpaquePointer) {
     closedir(stream)
 }
 
 @inline(never)
-public func system_realpath(_ path: some CStringConvertible) throws(Errno) -> [UInt8] {
-    try withCPath(path) { path throws(Errno) in
+package func system_realpath(_ path: some CStringConvertible) throws(Errno) -> [UInt8] {
+    if let fault = plannedFault("realpath") { throw fault }
+    return try withCPath(path) { path throws(Errno) in
         guard let resolved = realpath(path, nil) else { throw Errno.current }
         defer { free(resolved) }
         return Array(UnsafeBufferPointer(start: resolved, count: strlen(resolved))).map { UInt8(bitPattern: $0) }
@@ -195,42 +201,45 @@ public func system_realpath(_ path: some CStringConvertible) throws(Errno) -> [U
 }
 
 @inline(never)
-public func system_getcwd() throws(Errno) -> [UInt8] {
+package func system_getcwd() throws(Errno) -> [UInt8] {
+    if let fault = plannedFault("getcwd") { throw fault }
     guard let path = getcwd(nil, 0) else { throw Errno.current }
     defer { free(path) }
     return Array(UnsafeBufferPointer(start: path, count: strlen(path))).map { UInt8(bitPattern: $0) }
 }
 
 @inline(never)
-public func system_dup(_ fd: CInt) throws(Errno) -> CInt {
-    try valueOrErrno { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
+package func system_dup(_ fd: CInt) throws(Errno) -> CInt {
+    try valueOrErrno("fcntl_dupfd") { fcntl(fd, F_DUPFD_CLOEXEC, 0) }
 }
 
 @inline(never)
-public func system_socket(_ domain: CInt, _ type: CInt) throws(Errno) -> CInt {
-    try valueOrErrno { socket(domain, type | CInt(SOCK_CLOEXEC.rawValue), 0) }
+package func system_socket(_ domain: CInt, _ type: CInt) throws(Errno) -> CInt {
+    try valueOrErrno("socket") { socket(domain, type | CInt(SOCK_CLOEXEC.rawValue), 0) }
 }
 
 @inline(never)
-public func system_sendto(
+package func system_sendto(
     _ fd: CInt, _ bytes: UnsafeRawBufferPointer, _ address: UnsafePointer<sockaddr>, _ length: socklen_t
 )
     throws(Errno) -> Int
 {
-    try valueOrErrno { sendto(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL), address, length) }
+    try valueOrErrno("sendto") { sendto(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL), address, length) }
 }
 
 @inline(never)
-public func system_fsetxattr(_ fd: CInt, _ name: String, _ value: [UInt8]) throws(Errno) {
-    _ = try valueOrErrno { value.withUnsafeBytes { inbox_fsetxattr(fd, name, $0.baseAddress, $0.count, 0) } }
+package func system_fsetxattr(_ fd: CInt, _ name: String, _ value: [UInt8]) throws(Errno) {
+    _ = try valueOrErrno("fsetxattr") {
+        value.withUnsafeBytes { inbox_fsetxattr(fd, name, $0.baseAddress, $0.count, 0) }
+    }
 }
 
 /// The value of an extended attribute, or nil when the file has none of that name.
 @inline(never)
-public func system_fgetxattr(_ fd: CInt, _ name: String, maxSize: Int = 256) throws(Errno) -> [UInt8]? {
+package func system_fgetxattr(_ fd: CInt, _ name: String, maxSize: Int = 256) throws(Errno) -> [UInt8]? {
     var value = [UInt8](repeating: 0, count: maxSize)
     do {
-        let size = try valueOrErrno {
+        let size = try valueOrErrno("fgetxattr") {
             value.withUnsafeMutableBytes { inbox_fgetxattr(fd, name, $0.baseAddress, $0.count) }
         }
         return Array(value[..<size])
@@ -242,20 +251,20 @@ public func system_fgetxattr(_ fd: CInt, _ name: String, maxSize: Int = 256) thr
 
 /// Removes an extended attribute; ENODATA when the file has none of that name.
 @inline(never)
-public func system_fremovexattr(_ fd: CInt, _ name: String) throws(Errno) {
-    _ = try valueOrErrno { inbox_fremovexattr(fd, name) }
+package func system_fremovexattr(_ fd: CInt, _ name: String) throws(Errno) {
+    _ = try valueOrErrno("fremovexattr") { inbox_fremovexattr(fd, name) }
 }
 
 /// `unshare(CLONE_FS)`: from now on the calling thread alone has its working folder, root and umask.
 @inline(never)
-public func system_unshare_fs() throws(Errno) {
-    _ = try valueOrErrno { inbox_unshare_fs() }
+package func system_unshare_fs() throws(Errno) {
+    _ = try valueOrErrno("unshare") { inbox_unshare_fs() }
 }
 
 /// `fchdir`: with the file-system context shared (no `system_unshare_fs`), it moves every thread.
 @inline(never)
-public func system_fchdir(_ fd: CInt) throws(Errno) {
-    _ = try valueOrErrno { fchdir(fd) }
+package func system_fchdir(_ fd: CInt) throws(Errno) {
+    _ = try valueOrErrno("fchdir") { fchdir(fd) }
 }
 
 /// Takes a read lease (`F_SETLEASE F_RDLCK`) on a file open read-only: true when taken, false when someone has
@@ -263,9 +272,9 @@ public func system_fchdir(_ fd: CInt) throws(Errno) {
 /// without them). While it is held, an open for writing breaks it (and waits until it is released). The
 /// kernel signals the break with SIGIO, which the process must ignore.
 @inline(never)
-public func system_takeReadLease(_ fd: CInt) -> Bool? {
+package func system_takeReadLease(_ fd: CInt) -> Bool? {
     do {
-        _ = try valueOrErrno { inbox_take_read_lease(fd) }
+        _ = try valueOrErrno("fcntl_setlease") { inbox_take_read_lease(fd) }
         return true
     } catch {
         return error == .wouldBlock ? false : nil
@@ -274,50 +283,51 @@ public func system_takeReadLease(_ fd: CInt) -> Bool? {
 
 /// Whether the read lease taken on `fd` still holds: false once an open for writing has begun to break it.
 @inline(never)
-public func system_readLeaseHeld(_ fd: CInt) -> Bool {
+package func system_readLeaseHeld(_ fd: CInt) -> Bool {
     inbox_read_lease_held(fd) == 1
 }
 
 /// Drops the lease on `fd`, letting an open for writing that waits for it go on.
 @inline(never)
-public func system_releaseLease(_ fd: CInt) {
+package func system_releaseLease(_ fd: CInt) {
     _ = inbox_release_lease(fd)
 }
 
 /// `fcntl(F_DUPFD_CLOEXEC, minimum)`: a close-on-exec copy numbered `minimum` or above.
 @inline(never)
-public func system_dup(_ fd: CInt, atLeast minimum: CInt) throws(Errno) -> CInt {
-    try valueOrErrno { fcntl(fd, F_DUPFD_CLOEXEC, minimum) }
+package func system_dup(_ fd: CInt, atLeast minimum: CInt) throws(Errno) -> CInt {
+    try valueOrErrno("fcntl_dupfd") { fcntl(fd, F_DUPFD_CLOEXEC, minimum) }
 }
 
 /// `fcntl(F_GETFL)`: the access mode and status flags of an open file.
 @inline(never)
-public func system_fcntl_getfl(_ fd: CInt) throws(Errno) -> CInt {
-    try valueOrErrno { fcntl(fd, F_GETFL) }
+package func system_fcntl_getfl(_ fd: CInt) throws(Errno) -> CInt {
+    try valueOrErrno("fcntl_getfl") { fcntl(fd, F_GETFL) }
 }
 
 /// `pipe2(O_CLOEXEC)`.
 @inline(never)
-public func system_pipe() throws(Errno) -> (read: CInt, write: CInt) {
+package func system_pipe() throws(Errno) -> (read: CInt, write: CInt) {
     var fds: [CInt] = [-1, -1]
-    _ = try valueOrErrno { inbox_pipe2(&fds, O_CLOEXEC) }
+    _ = try valueOrErrno("pipe") { inbox_pipe2(&fds, O_CLOEXEC) }
     return (fds[0], fds[1])
 }
 
 /// Waits up to `timeout` milliseconds (-1: for ever) for the descriptors' events; how many have some.
 @inline(never)
-public func system_poll(_ fds: inout [pollfd], timeout: CInt) throws(Errno) -> Int {
+package func system_poll(_ fds: inout [pollfd], timeout: CInt) throws(Errno) -> Int {
     let count = nfds_t(fds.count)
-    return Int(try valueOrErrno { poll(&fds, count, timeout) })
+    return Int(try valueOrErrno("poll") { poll(&fds, count, timeout) })
 }
 
 /// `posix_spawn`, which returns its error rather than setting errno; never EINTR.
 @inline(never)
-public func system_posix_spawn(
+package func system_posix_spawn(
     _ path: UnsafePointer<CChar>, _ actions: UnsafePointer<posix_spawn_file_actions_t>,
     _ attributes: UnsafePointer<posix_spawnattr_t>, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>,
     _ envp: UnsafePointer<UnsafeMutablePointer<CChar>?>
 ) throws(Errno) -> pid_t {
+    if let fault = plannedFault("posix_spawn") { throw fault }
     var pid: pid_t = 0
     let result = posix_spawn(&pid, path, actions, attributes, argv, envp)
     guard result == 0 else { throw Errno(rawValue: result) }
@@ -326,29 +336,30 @@ public func system_posix_spawn(
 
 /// `waitpid(pid, &status, 0)`: reaps the child and returns its raw wait status.
 @inline(never)
-public func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
+package func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
     var status: CInt = 0
-    _ = try valueOrErrno { waitpid(pid, &status, 0) }
+    _ = try valueOrErrno("waitpid") { waitpid(pid, &status, 0) }
     return status
 }
 
 /// `kill`; a negative `pid` names a process group.
 @inline(never)
-public func system_kill(_ pid: pid_t, _ signal: CInt) throws(Errno) {
-    _ = try valueOrErrno { kill(pid, signal) }
+package func system_kill(_ pid: pid_t, _ signal: CInt) throws(Errno) {
+    _ = try valueOrErrno("kill") { kill(pid, signal) }
 }
 
 /// `pidfd_open(pid, 0)`: a close-on-exec descriptor that polls readable once the process has exited.
 @inline(never)
-public func system_pidfd_open(_ pid: pid_t) throws(Errno) -> CInt {
-    try valueOrErrno { inbox_pidfd_open(pid) }
+package func system_pidfd_open(_ pid: pid_t) throws(Errno) -> CInt {
+    try valueOrErrno("pidfd_open") { inbox_pidfd_open(pid) }
 }
 
 /// `pthread_create` with default attributes; it returns its error rather than setting errno.
 @inline(never)
-public func system_pthread_create(
+package func system_pthread_create(
     _ start: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?, _ argument: UnsafeMutableRawPointer?
 ) throws(Errno) -> pthread_t {
+    if let fault = plannedFault("pthread_create") { throw fault }
     var thread = pthread_t()
     let result = pthread_create(&thread, nil, start, argument)
     guard result == 0 else { throw Errno(rawValue: result) }
@@ -357,7 +368,8 @@ public func system_pthread_create(
 
 /// `pthread_join`, discarding the thread's result; fails only for a thread that cannot be joined.
 @inline(never)
-public func system_pthread_join(_ thread: pthread_t) throws(Errno) {
+package func system_pthread_join(_ thread: pthread_t) throws(Errno) {
+    if let fault = plannedFault("pthread_join") { throw fault }
     let result = pthread_join(thread, nil)
     guard result == 0 else { throw Errno(rawValue: result) }
 }
@@ -365,54 +377,54 @@ public func system_pthread_join(_ thread: pthread_t) throws(Errno) {
 /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`, for the calling thread: required before Landlock or seccomp without
 /// CAP_SYS_ADMIN, and kept by everything it starts (set-user-ID bits stop working).
 @inline(never)
-public func system_prctl_set_no_new_privs() throws(Errno) {
-    _ = try valueOrErrno { inbox_set_no_new_privs() }
+package func system_prctl_set_no_new_privs() throws(Errno) {
+    _ = try valueOrErrno("prctl") { inbox_set_no_new_privs() }
 }
 
 /// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`: the kernel's Landlock ABI version.
 @inline(never)
-public func system_landlock_abi_version() throws(Errno) -> CInt {
-    try valueOrErrno { inbox_landlock_abi_version() }
+package func system_landlock_abi_version() throws(Errno) -> CInt {
+    try valueOrErrno("landlock_create_ruleset") { inbox_landlock_abi_version() }
 }
 
 /// `landlock_create_ruleset` handling the file-system rights `handledAccess` (`LANDLOCK_ACCESS_FS_*`).
 @inline(never)
-public func system_landlock_create_ruleset(handledAccess: UInt64) throws(Errno) -> CInt {
-    try valueOrErrno { inbox_landlock_create_ruleset(handledAccess) }
+package func system_landlock_create_ruleset(handledAccess: UInt64) throws(Errno) -> CInt {
+    try valueOrErrno("landlock_create_ruleset") { inbox_landlock_create_ruleset(handledAccess) }
 }
 
 /// `landlock_add_rule(LANDLOCK_RULE_PATH_BENEATH)`: allows `access` beneath the file or folder `parent`.
 @inline(never)
-public func system_landlock_add_rule(_ ruleset: CInt, beneath parent: CInt, access: UInt64) throws(Errno) {
-    _ = try valueOrErrno { inbox_landlock_add_path_rule(ruleset, parent, access) }
+package func system_landlock_add_rule(_ ruleset: CInt, beneath parent: CInt, access: UInt64) throws(Errno) {
+    _ = try valueOrErrno("landlock_add_rule") { inbox_landlock_add_path_rule(ruleset, parent, access) }
 }
 
 /// `landlock_restrict_self`: confines the calling thread only (no TSYNC), and what it starts from now on.
 @inline(never)
-public func system_landlock_restrict_self(_ ruleset: CInt) throws(Errno) {
-    _ = try valueOrErrno { inbox_landlock_restrict_self(ruleset) }
+package func system_landlock_restrict_self(_ ruleset: CInt) throws(Errno) {
+    _ = try valueOrErrno("landlock_restrict_self") { inbox_landlock_restrict_self(ruleset) }
 }
 
 /// `seccomp(SECCOMP_GET_ACTION_AVAIL, SECCOMP_RET_ERRNO)`: succeeds where seccomp filters work.
 @inline(never)
-public func system_seccomp_filter_available() throws(Errno) {
-    _ = try valueOrErrno { inbox_seccomp_filter_available() }
+package func system_seccomp_filter_available() throws(Errno) {
+    _ = try valueOrErrno("seccomp") { inbox_seccomp_filter_available() }
 }
 
 /// `seccomp(SECCOMP_SET_MODE_FILTER)` with the shim's filter, on the calling thread only: chmod, chown,
 /// utimes, xattr changes and inode-flag ioctls fail with EPERM from then on.
 @inline(never)
-public func system_seccomp_deny_metadata_changes() throws(Errno) {
-    _ = try valueOrErrno { inbox_seccomp_deny_metadata_changes() }
+package func system_seccomp_deny_metadata_changes() throws(Errno) {
+    _ = try valueOrErrno("seccomp") { inbox_seccomp_deny_metadata_changes() }
 }
 
 /// `statx` with `AT_SYMLINK_NOFOLLOW` (a link is described, never followed), asking for the basic fields and the
 /// birth time; an empty `path` describes `directory` itself (`AT_EMPTY_PATH`).
 @inline(never)
-public func system_statx(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> inbox_file_status {
+package func system_statx(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> inbox_file_status {
     var status = inbox_file_status()
     try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno { inbox_statx(directory, path, &status) }
+        _ = try valueOrErrno("statx") { inbox_statx(directory, path, &status) }
     }
     return status
 }

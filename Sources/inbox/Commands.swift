@@ -47,9 +47,12 @@ struct DeliverCommand: Command {
             }
         }
         let inbox = try Inbox(containerPath: containerPath)
-        for item in try inbox.deliver(sources) {
+        // What was delivered is printed even when a later file fails: those stay delivered.
+        let outcome = inbox.deliverReporting(sources)
+        for item in outcome.delivered {
             Output.line(bytes: item.path)
         }
+        if let error = outcome.error { throw error }
     }
 }
 

@@ -86,7 +86,8 @@ extension BackupArchive {
         let documents = try container.openFolder(.documents)
         do {
             for name in try documents.entries() {
-                if name.string == "Inbox", (try? fileStatus(in: documents.rawValue, name))?.kind == .directory {
+                // A failed look is an error, not content: it names the cause.
+                if name.string == "Inbox", try fileStatus(in: documents.rawValue, name).kind == .directory {
                     let inbox = try FileDescriptor(at: documents.rawValue, name, [.directory, .noFollow])
                     if let item = try inbox.entries().first { return "Documents/Inbox/\(item)" }
                     continue
@@ -123,8 +124,17 @@ private final class RestoreJob: Sendable {
 
     func runOnOwnThread() throws(ContainerError) -> RestoreReport {
         let finished = DispatchSemaphore(value: 0)
+        #if DEBUG
+            // A test's fault plan covers the restore's own thread too.
+            let plan = SyscallFaultPlan.current ?? SyscallFaultPlan()
+        #endif
         let thread = Thread { [self] in
-            let outcome = Result { () throws(ContainerError) in try withUTF8Names(extract) }
+            var outcome: Result<RestoreReport, ContainerError>
+            #if DEBUG
+                outcome = plan.run { Result { () throws(ContainerError) in try withUTF8Names(extract) } }
+            #else
+                outcome = Result { () throws(ContainerError) in try withUTF8Names(extract) }
+            #endif
             result.withLock { $0 = outcome }
             finished.signal()
         }

@@ -85,17 +85,52 @@ public final class EventLog: Sendable {
         }
     }
 
+    /// Holds the log's locks while `body` runs and while the records it returns are appended, so that no other
+    /// append, from this process or another, comes between what `body` did and those records; if they cannot
+    /// be appended, `undo` runs, still under the locks. Neither may append itself (it would wait for ever).
+    @discardableResult
+    func appendWhileLocked(_ body: () throws(ContainerError) -> [Event], undo: () -> Void) throws(ContainerError)
+        -> [UInt64]
+    {
+        try writer.withLock { writer throws(ContainerError) -> [UInt64] in
+            let lock = try takeFileLock(&writer)
+            defer { try? system_flock(lock, LOCK_UN) }
+            let events = try body()
+            guard !events.isEmpty else { return [] }
+            let records = EncodedEvents(events)
+            do throws(ContainerError) {
+                let first = try writeRecords(records.bytes, ends: records.ends, durable: false, &writer)
+                return (0..<UInt64(events.count)).map { first + $0 }
+            } catch {
+                undo()
+                throw error
+            }
+        }
+    }
+
     private func appendLocked(_ bodies: [UInt8], ends: [Int], durable: Bool, _ writer: inout Writer)
         throws(ContainerError) -> UInt64
     {
+        let lock = try takeFileLock(&writer)
+        defer { try? system_flock(lock, LOCK_UN) }
+        return try writeRecords(bodies, ends: ends, durable: durable, &writer)
+    }
+
+    /// Takes the exclusive `flock` on `events.lock`; returns the descriptor to unlock.
+    private func takeFileLock(_ writer: inout Writer) throws(ContainerError) -> CInt {
         let lock = try openLock(&writer)
         do {
             try system_flock(lock, LOCK_EX)
         } catch {
             throw error.failure("lock the event log", lockPath)
         }
-        defer { try? system_flock(lock, LOCK_UN) }
+        return lock
+    }
 
+    /// Under the locks: gives the records their seqs and time and writes them in one `write(2)`.
+    private func writeRecords(_ bodies: [UInt8], ends: [Int], durable: Bool, _ writer: inout Writer)
+        throws(ContainerError) -> UInt64
+    {
         let log = try prepareLog(&writer)
         let first = writer.lastSeq + 1
         var time: [UInt8] = []

@@ -25,35 +25,132 @@ extension Inbox {
     /// Delivers each source atomically: written under a staging name the watcher ignores, fsynced, then renamed
     /// into the Inbox under a unique name (`report.pdf`, `report-1.pdf`, …). The batch shares one fsync of the
     /// Inbox folder, after which each delivery is logged. No reader ever sees a partial file in the Inbox.
+    /// When a source fails, the ones before it stay delivered (and logged); `deliverReporting` tells which.
     public func deliver(_ sources: [DeliverySource]) throws(ContainerError) -> [InboxItem] {
-        try container.checkWritable(components: container.components(of: .inbox), by: .delivery)
-        let folder = try container.openFolder(.inbox)
-        var delivered: [InboxItem] = []
-        for source in sources {
-            let (name, status) = try deliverOne(source, into: folder)
-            delivered.append(InboxItem(inbox: self, name: name, status: status))
-        }
-        do {
-            try folder.sync()
-        } catch {
-            throw error.failure("sync", container.path(.inbox))
-        }
-        try log.append(
-            delivered.map { item in
-                Event(.delivered, ["path": .path(loggedPath(.inbox, item.name)), "size": .int(item.size)])
-            })
-        return delivered
+        let outcome = deliverReporting(sources)
+        if let error = outcome.error { throw error }
+        return outcome.delivered
     }
 
-    private func deliverOne(_ source: DeliverySource, into folder: borrowing FileDescriptor) throws(ContainerError)
-        -> (FileName, FileStatus)
+    /// What a batch did: the items placed in the Inbox, each with its `delivered` record, in order, and the
+    /// error that stopped the batch, if one did.
+    public struct DeliveryOutcome: Sendable {
+        public let delivered: [InboxItem]
+        public let error: ContainerError?
+    }
+
+    /// How many files are placed under one hold of the event log's lock, with one folder fsync.
+    static let deliveryChunk = 256
+
+    /// Delivers like `deliver(_:)`, and reports what was delivered even when a source fails midway.
+    ///
+    /// Files are staged a chunk at a time; then, holding the event log's lock (so the watcher's `arrived`
+    /// cannot come before), they are renamed into the Inbox, the folder is fsynced and `delivered` logged. A file
+    /// whose record cannot be written goes back out of the Inbox: none is there without its record.
+    public func deliverReporting(_ sources: [DeliverySource]) -> DeliveryOutcome {
+        var delivered: [InboxItem] = []
+        do throws(ContainerError) {
+            try container.checkWritable(components: container.components(of: .inbox), by: .delivery)
+            let folder = try container.openFolder(.inbox)
+            var next = sources.startIndex
+            while next < sources.endIndex {
+                let chunk = sources[next..<min(next + Self.deliveryChunk, sources.endIndex)]
+                next = chunk.endIndex
+                var staged: [StagedDelivery] = []
+                var failure: ContainerError?
+                for source in chunk {
+                    do {
+                        staged.append(try stage(source, in: folder))
+                    } catch {
+                        failure = error
+                        break
+                    }
+                }
+                let placed = place(staged, in: folder.rawValue)
+                delivered += placed.items
+                if let error = failure ?? placed.error { throw error }
+            }
+        } catch {
+            return DeliveryOutcome(delivered: delivered, error: error)
+        }
+        return DeliveryOutcome(delivered: delivered, error: nil)
+    }
+
+    /// A file written and fsynced under a staging name, and the name it is to have.
+    private struct StagedDelivery {
+        let staging: FileName
+        let name: FileName
+        let status: FileStatus
+        let shown: String
+    }
+
+    /// Under the event log's lock: renames the staged files into the Inbox (stopping at the first that fails),
+    /// fsyncs the folder and logs `delivered` for each. If the folder or the records fail, the files go back out.
+    /// A staged file not placed is removed.
+    private func place(_ staged: [StagedDelivery], in folder: CInt) -> (items: [InboxItem], error: ContainerError?) {
+        var placed: [(name: FileName, status: FileStatus)] = []
+        var renamed = 0
+        var failure: ContainerError?
+        do throws(ContainerError) {
+            try log.appendWhileLocked(
+                { () throws(ContainerError) -> [Event] in
+                    for file in staged {
+                        do throws(Errno) {
+                            let final = try ClashNaming.inbox.firstFree(for: file.name) { candidate throws(Errno) in
+                                try system_renameat2(folder, file.staging, folder, candidate, .noReplace)
+                            }
+                            placed.append((final, file.status))
+                            renamed += 1
+                        } catch {
+                            failure = error.failure("deliver", file.shown)
+                            break
+                        }
+                    }
+                    guard !placed.isEmpty else { return [] }
+                    do throws(Errno) {
+                        try system_fsync(folder)
+                    } catch {
+                        takeBack(placed.map(\.name), in: folder)
+                        throw error.failure("sync", container.path(.inbox))
+                    }
+                    return placed.map { file in
+                        Event(
+                            .delivered, ["path": .path(loggedPath(.inbox, file.name)), "size": .int(file.status.size)])
+                    }
+                }, undo: { takeBack(placed.map(\.name), in: folder) })
+        } catch {
+            placed = []
+            failure = error
+        }
+        for file in staged.dropFirst(renamed) {
+            // Only a hidden staging file can stay behind; `sweepAbandonedStaging` removes it later.
+            _ = try? system_unlinkat(folder, file.staging)
+        }
+        return (placed.map { InboxItem(inbox: self, name: $0.name, status: $0.status) }, failure)
+    }
+
+    /// Takes files out of the Inbox whose `delivered` record could not be written: each is renamed to a staging
+    /// name (which the watcher ignores), then removed.
+    private func takeBack(_ names: [FileName], in folder: CInt) {
+        for name in names {
+            let staging = Inbox.stagingName()
+            guard (try? system_renameat2(folder, name, folder, staging, .noReplace)) != nil else { continue }
+            _ = try? system_unlinkat(folder, staging)
+        }
+        _ = try? system_fsync(folder)
+    }
+
+    /// Writes one source under a staging name in the Inbox, fsynced and closed; removes it on failure.
+    private func stage(_ source: DeliverySource, in folder: borrowing FileDescriptor) throws(ContainerError)
+        -> StagedDelivery
     {
         let staging = Inbox.stagingName()
         var shownSource = "standard input"
+        var created = false
         do {
             let file = try FileDescriptor(
                 at: folder.rawValue, staging, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o444)
-            defer { _ = try? system_unlinkat(folder.rawValue, staging) }
+            created = true
             let name: FileName
             switch source {
             case .file(let path, let suggested):
@@ -75,19 +172,18 @@ extension Inbox {
             let status = try file.fileStatus()
             // Closed before the rename: a watcher finds no writer on the file it sees arrive.
             try file.close()
-            let final = try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
-                try system_renameat2(folder.rawValue, staging, folder.rawValue, candidate, .noReplace)
+            return StagedDelivery(staging: staging, name: name, status: status, shown: shownSource)
+        } catch {
+            // A hidden staging file the unlink misses is swept later (`sweepAbandonedStaging`).
+            if created { _ = try? system_unlinkat(folder.rawValue, staging) }
+            if let error = error as? ContainerError { throw error }
+            guard let error = error as? Errno else {
+                throw ContainerError(.failure, "cannot deliver '\(shownSource)': \(error)")
             }
-            return (final, status)
-        } catch let error as ContainerError {
-            throw error
-        } catch let error as Errno {
             if error == .noSuchFile || error == .isDirectory {
                 throw ContainerError(.noSuchItem, "cannot deliver '\(shownSource)': \(error)", cause: error)
             }
             throw error.failure("deliver", shownSource)
-        } catch {
-            throw ContainerError(.failure, "cannot deliver '\(shownSource)': \(error)")
         }
     }
 

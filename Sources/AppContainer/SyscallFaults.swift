@@ -1,0 +1,90 @@
+import Glibc
+
+// The fault-injection seam of the syscall layer, for tests; debug builds only. Each `system_*` wrapper asks
+// `plannedFault(name)` before its real call: that counts the call on this thread and returns the error a
+// test planned for it, if any. Release builds compile `plannedFault` to nothing.
+
+#if DEBUG
+    /// What a test planned for the system calls of one thread: count them, and fail the `failing`th (from 1,
+    /// counted over every wrapper or only over those named `only`) with `error`. `forcing` fails the first call
+    /// of its name too, uncounted, to steer the operation down a path (EXDEV into `renameat2`: the copy).
+    package final class SyscallFaultPlan: @unchecked Sendable {
+        package let failing: Int?
+        package let only: String?
+        package let error: Errno
+        package let forcing: (name: String, error: Errno)?
+        private var forced = false
+        /// The calls counted so far, by name, in order.
+        package private(set) var calls: [String] = []
+        /// The index (from 1) and name of the call made to fail, once it has.
+        package private(set) var injected: (index: Int, name: String)?
+
+        package init(
+            failing: Int? = nil, only: String? = nil, with error: Errno = .ioError,
+            forcing: (name: String, error: Errno)? = nil
+        ) {
+            self.failing = failing
+            self.only = only
+            self.error = error
+            self.forcing = forcing
+        }
+
+        /// "call 17 (renameat2) failed with ENOSPC"
+        package var summary: String {
+            guard let injected else { return "no call failed (\(calls.count) calls)" }
+            return "call \(injected.index) (\(injected.name)) failed with \(Errno.name(of: error))"
+        }
+
+        /// Runs `body` with this plan in force on the calling thread (and no other), then the previous one.
+        package func run<R>(_ body: () throws -> R) rethrows -> R {
+            let previous = pthread_getspecific(Self.key)
+            pthread_setspecific(Self.key, Unmanaged.passUnretained(self).toOpaque())
+            defer { pthread_setspecific(Self.key, previous) }
+            return try body()
+        }
+
+        /// The plan in force on the calling thread, to carry to a thread an operation starts.
+        package static var current: SyscallFaultPlan? {
+            pthread_getspecific(key).map { Unmanaged<SyscallFaultPlan>.fromOpaque($0).takeUnretainedValue() }
+        }
+
+        fileprivate func next(_ name: StaticString) -> Errno? {
+            let name = name.description
+            if let forcing, !forced, forcing.name == name {
+                forced = true
+                return forcing.error
+            }
+            if let only, only != name { return nil }
+            calls.append(name)
+            guard injected == nil, calls.count == failing else { return nil }
+            injected = (calls.count, name)
+            return error
+        }
+
+        private static let key: pthread_key_t = {
+            var key = pthread_key_t()
+            precondition(pthread_key_create(&key, nil) == 0, "no thread-specific key for fault plans")
+            return key
+        }()
+    }
+
+    extension Errno {
+        /// "ENOSPC", for the errors a fault plan injects; the number for others.
+        package static func name(of error: Errno) -> String {
+            let names: [CInt: String] = [
+                ENOSPC: "ENOSPC", EIO: "EIO", EXDEV: "EXDEV", EACCES: "EACCES", EPERM: "EPERM", EROFS: "EROFS",
+                EMFILE: "EMFILE", EINTR: "EINTR",
+            ]
+            return names[error.rawValue] ?? "errno \(error.rawValue)"
+        }
+    }
+#endif
+
+/// Counts a call of the wrapper `name` on this thread and returns the error a test planned for it, if any.
+@inline(__always)
+func plannedFault(_ name: StaticString) -> Errno? {
+    #if DEBUG
+        if let plan = SyscallFaultPlan.current { return plan.next(name) }
+    #endif
+    return nil
+}
