@@ -5,10 +5,8 @@ import InboxKit
 import Testing
 
 /// `Inbox.moveToDocuments` with each system call failing in turn, then `recoverInterruptedMoves`: the file is
-/// in the Inbox or in Documents, once, and a `moved` record exists iff it is in Documents. Gated behind
-/// INBOX_MOVE_SWEEP=1 while the mover is rewritten (see the report for what fails).
-@Suite(.enabled(if: ProcessInfo.processInfo.environment["INBOX_MOVE_SWEEP"] == "1"))
-struct MoveFaultTests {
+/// in the Inbox or in Documents, once, and a `moved` record exists iff it is in Documents.
+@Suite struct MoveFaultTests {
     struct World {
         let scratch: Scratch
         let bytes: [UInt8]

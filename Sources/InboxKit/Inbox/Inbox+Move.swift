@@ -42,7 +42,8 @@ extension Inbox {
             guard let done = try mover.move(name, expected: status, intent: intent) else { throw Errno.noSuchFile }
             moved = done.name
         } catch {
-            try? journal.end(intent)  // the item is where it was: the intent means nothing
+            // The intent stays: the next move or watcher start settles whatever step failed (a copy already
+            // named in Documents is finished then, with its `moved` record).
             if error == .noSuchFile { throw movedByOther(name) }
             throw error.failure("move", itemPath(name))
         }
