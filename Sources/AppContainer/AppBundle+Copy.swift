@@ -73,7 +73,8 @@ final class TreeCopy {
         if mode == .install && !name.isValidUTF8 {
             throw ContainerError(.badData, "'\(shownEntry)' has a name that is not UTF-8, which a seal cannot hold")
         }
-        guard let status = try? fileStatus(in: source, name) else { return nil }
+        // Gone since the folder was read: nothing to copy.
+        guard let status = try fileStatusIfPresent(in: source, name) else { return nil }
         switch status.kind {
         case .directory:
             do {
@@ -97,7 +98,7 @@ final class TreeCopy {
             }
         case .regular:
             if mode == .templates {
-                if (try? fileStatus(in: target, name)) != nil {
+                if try fileStatusIfPresent(in: target, name) != nil {
                     kept += 1
                     return nil
                 }

@@ -63,3 +63,12 @@ extension FileDescriptor {
 public func fileStatus(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus {
     FileStatus(try system_statx(directory, name))
 }
+
+/// The status of `name` in `directory`, or nil when there is no such file; any other failure is thrown.
+public func fileStatusIfPresent(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus? {
+    do {
+        return try fileStatus(in: directory, name)
+    } catch .noSuchFile {
+        return nil
+    }
+}

@@ -47,44 +47,76 @@ public enum ClashNaming: Sendable {
     }
 }
 
+/// A file's place on its filesystem: device and inode.
+public struct FileID: Hashable, Sendable {
+    public let device: UInt64
+    public let inode: UInt64
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
+    }
+}
+
+extension FileStatus {
+    public var fileID: FileID { FileID(device: device, inode: inode) }
+}
+
 /// The one checked rename and the one put-back (ARCHITECTURE.md, "Only the file decided on").
 ///
 /// Between a look at a file and its rename, another process may rename a different file over its name. A
 /// rename by name would then take that file. So the file is renamed first, the name it went to is checked to
 /// hold the file decided on (device and inode), and anything else is put back where it came from.
+///
+/// Renames `name` in `folder` into `target` under the first free name `naming` gives (`newName`, or `name`
+/// itself, first), then checks that it holds the file `expected`. Returns the name it took, or nil when another
+/// file held `name` (that file is put back into `folder`, under a free name). Throws ENOENT when nothing was
+/// there, and any other failure of the rename (EXDEV, ENOSPC, EPERM…); when the check itself fails, what was
+/// renamed goes back first.
+public func checkedRename(
+    _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
+    expected: FileID
+) throws(Errno) -> FileName? {
+    let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
+        try system_renameat2(folder, name, target, candidate, .noReplace)
+    }
+    let status: FileStatus
+    do {
+        status = try fileStatus(in: target, moved)
+    } catch {
+        try putBack(moved, from: target, into: folder, as: name)
+        throw error
+    }
+    guard status.fileID == expected else {
+        try putBack(moved, from: target, into: folder, as: name)
+        return nil
+    }
+    return moved
+}
+
+/// Renames `current` in `source` back into `folder` as `name`, or the first free Inbox-style name beside it
+/// (`name-1`, …); returns the name it took.
+@discardableResult
+public func putBack(_ current: FileName, from source: CInt, into folder: CInt, as name: FileName) throws(Errno)
+    -> FileName
+{
+    try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
+        try system_renameat2(source, current, folder, candidate, .noReplace)
+    }
+}
+
 extension FileDescriptor {
-    /// Renames `name` in this folder into `target` under the first free name `naming` gives (`as` or
-    /// `name` itself first), then checks that it holds the file `expected` names. Returns the name it took, or
-    /// nil when another file held `name` (that file is put back into this folder, under a free name).
-    /// Throws ENOENT when nothing was there, and any other failure of the rename (EXDEV, ENOSPC, EPERM…).
+    /// `checkedRename` of `name` in this folder.
     public func checkedRename(
-        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
-        expected: FileStatus
+        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
     ) throws(Errno) -> FileName? {
-        let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
-            try system_renameat2(rawValue, name, target, candidate, .noReplace)
-        }
-        let status: FileStatus
-        do {
-            status = try AppContainer.fileStatus(in: target, moved)
-        } catch {
-            // It was there a moment ago: unchecked, it goes back.
-            try putBack(moved, from: target, as: name)
-            throw error
-        }
-        guard status.isSameFile(as: expected) else {
-            _ = try putBack(moved, from: target, as: name)
-            return nil
-        }
-        return moved
+        try AppContainer.checkedRename(
+            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID)
     }
 
-    /// Renames `current` in `folder` back into this folder as `name`, or the first free Inbox-style name beside
-    /// it (`name-1`, …); returns the name it took.
+    /// `putBack` into this folder.
     @discardableResult
     public func putBack(_ current: FileName, from folder: CInt, as name: FileName) throws(Errno) -> FileName {
-        try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
-            try system_renameat2(folder, current, rawValue, candidate, .noReplace)
-        }
+        try AppContainer.putBack(current, from: folder, into: rawValue, as: name)
     }
 }

@@ -94,8 +94,14 @@ public enum Setup {
     /// The bundle's `Templates` folder, or nil when there is none (or it is not a folder).
     private static func openTemplates(_ container: Container) throws(ContainerError) -> FileDescriptor? {
         let bundle = container.path(.bundle)
-        guard (try? fileStatus(in: currentDirectory, bundle + "/" + templatesFolder))?.kind == .directory else {
+        do {
+            guard try fileStatus(in: currentDirectory, bundle + "/" + templatesFolder).kind == .directory else {
+                return nil
+            }
+        } catch .noSuchFile {
             return nil
+        } catch {
+            throw error.failure("read", bundle + "/" + templatesFolder)
         }
         do {
             return try FileDescriptor(bundle + "/" + templatesFolder, [.directory, .noFollow])

@@ -12,9 +12,7 @@ import Testing
         guard utimensat(AT_FDCWD, path, [then, then], AT_SYMLINK_NOFOLLOW) == 0 else { throw Errno(rawValue: errno) }
     }
 
-    /// Known to fail (see the commit and report); run with INBOX_KNOWN_FAULT_SWEEPS=1.
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["INBOX_KNOWN_FAULT_SWEEPS"] == "1"))
-    func cleanup() throws {
+    @Test func cleanup() throws {
         let old = ["old1.pdf", "old2.pdf"]
         try FaultSweep(
             setup: {
@@ -55,9 +53,7 @@ import Testing
         ).run("cleanup")
     }
 
-    /// Known to fail (see the commit and report); run with INBOX_KNOWN_FAULT_SWEEPS=1.
-    @Test(.enabled(if: ProcessInfo.processInfo.environment["INBOX_KNOWN_FAULT_SWEEPS"] == "1"))
-    func setup() throws {
+    @Test func setup() throws {
         try FaultSweep(
             setup: {
                 let scratch = try Scratch()

@@ -162,26 +162,29 @@ private struct CleanupExecutor {
                         ])
                 }, durable: true)
         } catch {
-            // Nothing logged: everything goes back. The intent stays for the next clean to check.
-            for index in aside { putBack(items[index]) }
-            try? syncFolders()
+            // The records may or may not have reached the log (a failed fsync): settle the batch now by what the
+            // log holds, as the next clean would; if that fails too, the asides and the intent wait for it.
+            try? journal.recover(log: log)
             throw error
         }
+        var settled = true
         for index in aside {
             guard let failure = removeAside(items[index]) else { continue }
-            // Logged as deleted, but some of the folder stays: it goes back under its name, and the log says so.
-            putBack(items[index])
+            // Logged as deleted, but it (or some of a folder) stays aside: the intent stays, and the next clean
+            // finishes the deletion its record already states. The log says so meanwhile.
             results[index] = .failed(failure)
-            _ = try? log.append(
+            settled = false
+            try log.append(
                 Event(
                     .error,
                     [
                         "during": .string("clean"), "path": .path(items[index].path),
-                        "message": .string("partly deleted: \(failure.message)"),
+                        "errno": .int(Int64(failure.cause?.rawValue ?? 0)),
+                        "message": .string("not yet wholly deleted, the next clean finishes it: \(failure.message)"),
                     ]))
         }
         try syncFolders()
-        try journal.remove()
+        if settled { try journal.remove() }
         return batch.indices.map { index in
             let result = results[index]
             summary.planned += 1
@@ -232,11 +235,6 @@ private struct CleanupExecutor {
         case .failure(.noSuchFile): return .gone
         case .failure(let error): return .failed(error.failure("delete", shownPath(item)))
         }
-    }
-
-    private func putBack(_ item: CleanupJournal.Item) {
-        guard let folder = folders[item.folder]?.rawValue else { return }
-        item.putBack(in: folder)
     }
 
     /// Removes the aside (a folder with everything in it); the error when something stays.

@@ -136,18 +136,41 @@ struct CleanupJournal {
             logged.insert(Key(path: path, reason: record.fields["reason"] ?? ""))
         }
         var touched: [SharedDescriptor] = []
+        var unsettled: ContainerError?
         for item in intent.items {
-            guard let open = try? container.openFolder(item.folder) else { continue }
-            let folder = SharedDescriptor(open)
-            if logged.contains(Key(path: item.path, reason: item.reason)) {
-                _ = item.setAside(in: folder.rawValue)  // in case a power cut undid the rename
-                try? item.remove(in: folder.rawValue)
-            } else if let status = try? fileStatus(in: folder.rawValue, item.aside), item.matches(status) {
-                item.putBack(in: folder.rawValue)
+            let shown = container.root + "/" + String(decoding: item.path, as: UTF8.self)
+            let open: SharedDescriptor
+            do {
+                open = SharedDescriptor(try container.openFolder(item.folder))
+            } catch {
+                if error.cause == .noSuchFile { continue }  // the folder is gone, and the entry with it
+                unsettled = unsettled ?? error
+                continue
             }
-            touched.append(folder)
+            do throws(Errno) {
+                if logged.contains(Key(path: item.path, reason: item.reason)) {
+                    // In case a power cut undid the rename: a name still holding the file planned goes aside.
+                    if case .failure(let error) = item.setAside(in: open.rawValue), error != .noSuchFile {
+                        throw error
+                    }
+                    if try fileStatusIfPresent(in: open.rawValue, item.aside) != nil {
+                        try item.remove(in: open.rawValue)
+                    }
+                } else if let status = try fileStatusIfPresent(in: open.rawValue, item.aside), item.matches(status) {
+                    try item.putBack(in: open.rawValue)
+                }
+                touched.append(open)
+            } catch {
+                unsettled = unsettled ?? error.failure("settle the interrupted clean of", shown)
+            }
         }
-        for folder in touched { try? system_fsync(folder.rawValue) }
+        for folder in touched {
+            do { try system_fsync(folder.rawValue) } catch {
+                unsettled = unsettled ?? error.failure("sync", intentPath)
+            }
+        }
+        // The intent stays while anything is unsettled: the next clean tries again.
+        if let unsettled { throw unsettled }
         try remove()
     }
 
@@ -204,38 +227,30 @@ extension CleanupJournal.Item {
         status.device == device && status.inode == inode
     }
 
-    /// Renames the entry aside in `folder` when its name holds the file planned: true once it is aside, false
-    /// when the name holds another file (a file that took the name meanwhile goes back).
+    /// Renames the entry aside in `folder` with the one checked rename: true once the file planned is aside,
+    /// false when the name holds another file (a file that took the name meanwhile goes back).
     func setAside(in folder: CInt) -> Result<Bool, Errno> {
         guard let name = components.last else { return .failure(.noSuchFile) }
         do throws(Errno) {
             guard matches(try fileStatus(in: folder, name)) else { return .success(false) }
-            try system_renameat2(folder, name, folder, aside, .noReplace)
-            // The name may have changed hands between the check and the rename: look again at what moved.
-            guard matches(try fileStatus(in: folder, aside)) else {
-                putBack(in: folder)
-                return .success(false)
+            let taken = try checkedRename(
+                name, in: folder, into: folder, as: aside, naming: .inbox,
+                expected: FileID(device: device, inode: inode))
+            // An aside a crashed clean left holds the name: the entry went beside it, so it goes back.
+            if let taken, taken != aside {
+                try AppContainer.putBack(taken, from: folder, into: folder, as: name)
+                return .failure(.fileExists)
             }
-            return .success(true)
+            return .success(taken != nil)
         } catch {
             return .failure(error)
         }
     }
 
     /// Renames the aside back to its name, or to a free name beside it (`name-1`, …) when that is taken.
-    func putBack(in folder: CInt) {
+    func putBack(in folder: CInt) throws(Errno) {
         guard let name = components.last else { return }
-        for attempt in 0..<1000 {
-            do {
-                try system_renameat2(
-                    folder, aside, folder, ClashNaming.inbox.candidate(for: name, attempt: attempt), .noReplace)
-                return
-            } catch .fileExists {
-                continue
-            } catch {
-                return
-            }
-        }
+        try AppContainer.putBack(aside, from: folder, into: folder, as: name)
     }
 
     /// Deletes the aside in `folder` while it is the file planned; a folder goes with everything in it.

@@ -42,9 +42,14 @@ extension Inbox {
             guard let done = try mover.move(name, expected: status, intent: intent) else { throw Errno.noSuchFile }
             moved = done.name
         } catch {
+            if error == .noSuchFile {
+                // Another mover had it first: this one touched nothing, and a leftover intent would only be
+                // settled as nothing by the next recovery.
+                try? journal.end(intent)
+                throw movedByOther(name)
+            }
             // The intent stays: the next move or watcher start settles whatever step failed (a copy already
             // named in Documents is finished then, with its `moved` record).
-            if error == .noSuchFile { throw movedByOther(name) }
             throw error.failure("move", itemPath(name))
         }
         let document = Document(path: Array(container.path(.documents).utf8) + [0x2F] + moved.bytes, name: moved)
