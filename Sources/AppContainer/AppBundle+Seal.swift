@@ -26,7 +26,8 @@ extension AppBundle {
     /// Whether the bundle holds `_CodeSignature/CodeResources`, whatever its state.
     public var isSealed: Bool {
         guard let root = try? FileDescriptor(path, [.directory, .noFollow]) else { return false }
-        if case .missing = readSeal(root.rawValue) { return false }
+        // A seal that cannot be read now is still a seal.
+        if case .missing = try? readSeal(root.rawValue) { return false }
         return true
     }
 
@@ -50,7 +51,13 @@ extension AppBundle {
             throw error.failure("open the bundle", path)
         }
         let sealed: Manifest
-        switch readSeal(root.rawValue) {
+        let seal: SealFile
+        do {
+            seal = try readSeal(root.rawValue)
+        } catch {
+            throw error.failure("read the seal of", path)
+        }
+        switch seal {
         case .missing:
             let empty: Bool
             do {
@@ -89,8 +96,10 @@ extension AppBundle {
         case manifest(Manifest)
     }
 
-    /// Reads `_CodeSignature/CodeResources` below the bundle folder `root`, following no link.
-    private func readSeal(_ root: CInt) -> SealFile {
+    /// Reads `_CodeSignature/CodeResources` below the bundle folder `root`, following no link. A link or another
+    /// kind of file in its place is unreadable (a broken seal); a failure to read (EIO, EMFILE…) is thrown, for
+    /// it says nothing of the seal.
+    private func readSeal(_ root: CInt) throws(Errno) -> SealFile {
         let bytes: [UInt8]
         do {
             let folder = try FileDescriptor(at: root, "_CodeSignature", [.directory, .noFollow])
@@ -99,7 +108,7 @@ extension AppBundle {
             bytes = try file.readToEnd(limit: 256 << 20)
         } catch .noSuchFile {
             return .missing
-        } catch {
+        } catch .notDirectory, .tooManySymbolicLinks, .isDirectory {
             return .unreadable
         }
         return Self.parseCodeResources(Data(bytes)).map { .manifest($0) } ?? .unreadable

@@ -89,16 +89,19 @@ public final class Watcher: Sendable {
     public func run() throws(ContainerError) {
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
         try AppBundle(container: inbox.container).checkSeal()
+        // `once` reads the folder and never inotify, so only a lasting watcher holds libinotifytools.
+        let holdsInotify = !options.once
         guard
-            Watcher.inotifyInUse.withLock({ inUse in
-                defer { inUse = true }
-                return !inUse
-            })
+            !holdsInotify
+                || Watcher.inotifyInUse.withLock({ inUse in
+                    defer { inUse = true }
+                    return !inUse
+                })
         else {
             throw ContainerError(
                 .busy, "a watcher already runs in this process: libinotifytools has one global instance")
         }
-        defer { Watcher.inotifyInUse.withLock { $0 = false } }
+        defer { if holdsInotify { Watcher.inotifyInUse.withLock { $0 = false } } }
         let lock = try WatcherLock(container: inbox.container)
         defer { withExtendedLifetime(lock) {} }
         // One-time setup and the cleanup policy run beside the watcher; `--once` waits for them, a stop
