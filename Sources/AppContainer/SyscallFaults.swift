@@ -13,6 +13,8 @@ import Glibc
         package let only: String?
         package let error: Errno
         package let forcing: (name: String, error: Errno)?
+        /// Instead of failing the `failing`th call, the process dies there of SIGKILL, as a crash would.
+        package let crashing: Bool
         private var forced = false
         /// The calls counted so far, by name, in order.
         package private(set) var calls: [String] = []
@@ -21,12 +23,22 @@ import Glibc
 
         package init(
             failing: Int? = nil, only: String? = nil, with error: Errno = .ioError,
-            forcing: (name: String, error: Errno)? = nil
+            forcing: (name: String, error: Errno)? = nil, crashing: Bool = false
         ) {
             self.failing = failing
             self.only = only
             self.error = error
             self.forcing = forcing
+            self.crashing = crashing
+        }
+
+        /// The plan `INBOX_CRASH_AT_CALL=N` asks of the command-line tool: die at its Nth call, for the crash
+        /// tests. Nil when the variable is not set.
+        package static var crashFromEnvironment: SyscallFaultPlan? {
+            guard let text = getenv("INBOX_CRASH_AT_CALL"), let call = Int(String(cString: text)), call > 0 else {
+                return nil
+            }
+            return SyscallFaultPlan(failing: call, crashing: true)
         }
 
         /// "call 17 (renameat2) failed with ENOSPC"
@@ -57,6 +69,7 @@ import Glibc
             if let only, only != name { return nil }
             calls.append(name)
             guard injected == nil, calls.count == failing else { return nil }
+            if crashing { kill(getpid(), SIGKILL) }
             injected = (calls.count, name)
             return error
         }

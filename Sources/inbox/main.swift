@@ -1,7 +1,8 @@
 import AppContainer
 import Glibc
 
-// The command line: parse, call InboxKit, map every error to one line and an exit status (DESIGN §7).
+// The command line: parse, call InboxKit, map every error to one line and an exit status (ARCHITECTURE.md,
+// "The command line").
 
 let commands: [any Command.Type] = [
     InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, WatchCommand.self,
@@ -79,4 +80,8 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
     }
 }
 
+#if DEBUG
+    // The crash tests kill the tool at its Nth system call (INBOX_CRASH_AT_CALL=N), debug builds only.
+    if let crash = SyscallFaultPlan.crashFromEnvironment { exit(crash.run { runInbox(words) }) }
+#endif
 exit(runInbox(words))

@@ -1,0 +1,111 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `inbox move` and `inbox watch` killed (SIGKILL) at every one of their system calls in turn
+/// (`INBOX_CRASH_AT_CALL=N`, debug builds), then started again: nothing lost, nothing twice, and every file
+/// in Documents has exactly one `moved` record (ARCHITECTURE.md, "The log never lies").
+@Suite struct CrashPointTests {
+    static let killed: Int32 = 128 + SIGKILL
+
+    /// Runs `round(N)` for N = 1, 2, … until the command it runs is no longer killed; returns how many were.
+    static func everyCrashPoint(_ label: String, _ round: (Int) throws -> Bool) throws -> Int {
+        var crashes = 0
+        for call in 1...10_000 {
+            guard try round(call) else { break }
+            crashes += 1
+        }
+        print("crash points \(label): \(crashes)")
+        return crashes
+    }
+
+    @Test(arguments: [false, true]) func aMoveKilledAtAnyCallIsFinishedOrUndone(hardLinked: Bool) throws {
+        let bytes = String(repeating: "moved once ", count: 2_000)
+        let points = try Self.everyCrashPoint(hardLinked ? "inbox move (copy)" : "inbox move (rename)") { call in
+            let folder = try TemporaryFolder()
+            let container = try folder.container()
+            let source = try folder.file("item.pdf", bytes)
+            #expect(try InboxProcess.run("--container", container, "deliver", source).status == 0)
+            if hardLinked { #expect(link(container + "/Documents/Inbox/item.pdf", folder.path + "/other.pdf") == 0) }
+            let move = try InboxProcess.run(
+                "--container", container, "move", "item.pdf", environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
+            guard move.status == Self.killed else {
+                #expect(move.status == 0, "\(move.stderr)")
+                return false
+            }
+            // The next start settles the journal.
+            #expect(try InboxProcess.run("--container", container, "watch", "--once").status == 0)
+            Self.expectOnce(container, bytes: bytes, call: call)
+            if hardLinked {
+                #expect(FileManager.default.contents(atPath: folder.path + "/other.pdf") == Data(bytes.utf8))
+            }
+            return true
+        }
+        #expect(points > 10)
+    }
+
+    @Test func aWatcherKilledAtAnyCallLosesNothingAndHandlesNothingTwice() throws {
+        let files = ["a.txt": "delivered", "b.txt": "written in place", "c.txt": "hard-linked"]
+        let points = try Self.everyCrashPoint("inbox watch --once --on-arrival move") { call in
+            let folder = try TemporaryFolder()
+            let container = try folder.container()
+            let inbox = container + "/Documents/Inbox"
+            #expect(
+                try InboxProcess.run("--container", container, "deliver", folder.file("a.txt", files["a.txt"]!)).status
+                    == 0)
+            try folder.file("container/Documents/Inbox/b.txt", files["b.txt"]!)
+            try folder.file("other.txt", files["c.txt"]!)
+            #expect(link(folder.path + "/other.txt", inbox + "/c.txt") == 0)
+            try folder.file("container/Documents/Inbox/d/inside.txt", "in a folder")
+            let arguments = ["--container", container, "watch", "--once", "--on-arrival", "move"]
+            let watch = try InboxProcess.run(
+                arguments.map { Array($0.utf8) }, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
+            guard watch.status == Self.killed else {
+                #expect(watch.status == 0, "\(watch.stderr)")
+                return false
+            }
+            let again = try InboxProcess.run(arguments.map { Array($0.utf8) })
+            #expect(again.status == 0, "crash at call \(call): \(again.stderr)")
+            let documents = container + "/Documents"
+            for (name, text) in files {
+                #expect(
+                    FileManager.default.contents(atPath: documents + "/" + name) == Data(text.utf8),
+                    "call \(call): \(name)")
+            }
+            #expect(FileManager.default.fileExists(atPath: documents + "/d/inside.txt"), "call \(call): the folder")
+            let visible = try FileManager.default.contentsOfDirectory(atPath: inbox).filter { !$0.hasPrefix(".") }
+            #expect(visible.isEmpty, "crash at call \(call): left in the Inbox: \(visible)")
+            for kind in ["arrived", "moved"] {
+                let paths = logRecords(container, event: kind).compactMap { ($0["path"] ?? $0["from"]) as? String }
+                #expect(
+                    paths.sorted() == ["a.txt", "b.txt", "c.txt", "d"].map { "Documents/Inbox/" + $0 },
+                    "call \(call): \(kind)")
+            }
+            #expect(FileManager.default.contents(atPath: folder.path + "/other.txt") == Data(files["c.txt"]!.utf8))
+            return true
+        }
+        #expect(points > 50)
+    }
+
+    /// The item is in the Inbox or in Documents, once; a `moved` record names it iff it is in Documents; no claim,
+    /// aside or journal intent is left.
+    static func expectOnce(_ container: String, bytes: String, call: Int) {
+        let inbox = container + "/Documents/Inbox"
+        let documents = container + "/Documents"
+        let inInbox = ((try? FileManager.default.contentsOfDirectory(atPath: inbox)) ?? []).sorted()
+        let inDocuments = ((try? FileManager.default.contentsOfDirectory(atPath: documents)) ?? []).filter {
+            $0 != "Inbox"
+        }
+        let holding =
+            inInbox.filter { FileManager.default.contents(atPath: inbox + "/" + $0) == Data(bytes.utf8) }
+            + inDocuments.filter { FileManager.default.contents(atPath: documents + "/" + $0) == Data(bytes.utf8) }
+        #expect(holding.count == 1, "crash at call \(call): the item is in \(holding)")
+        #expect(inInbox.allSatisfy { !$0.hasPrefix(".") }, "crash at call \(call): left in the Inbox: \(inInbox)")
+        let moved = logRecords(container, event: "moved").compactMap { $0["to"] as? String }
+        #expect(
+            moved == inDocuments.map { "Documents/" + $0 }, "crash at call \(call): moved \(moved), in \(inDocuments)")
+        let journal = container + "/Library/Application Support/inbox/journal"
+        let intents = (try? FileManager.default.contentsOfDirectory(atPath: journal)) ?? []
+        #expect(intents.isEmpty, "crash at call \(call): intents left: \(intents)")
+    }
+}
