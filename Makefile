@@ -39,7 +39,7 @@ format:
 clean:
 	rm -rf .build
 
-# The benchmark of DESIGN §11: inbox watch against inotifywait and a raw C mover (Benchmarks/run-bench).
+# The benchmark of ARCHITECTURE.md, "The hot path": inbox watch against inotifywait and a raw C mover (Benchmarks/run-bench).
 # inotify-tools is installed for it alone, when missing. BENCH_SIZES="10000" runs a subset.
 bench: deps
 	@command -v inotifywait >/dev/null 2>&1 || { echo "Installing inotify-tools"; \

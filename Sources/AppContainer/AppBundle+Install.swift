@@ -10,7 +10,8 @@ extension AppBundle {
         case alreadyInstalled(resources: Int)
     }
 
-    /// Installs the folder at `source` as the bundle and seals it (DESIGN §6), once per container.
+    /// Installs the folder at `source` as the bundle and seals it (ARCHITECTURE.md, "Bundle, backup and setup"), once
+    /// per container.
     ///
     /// The tree is copied without following any link: regular files, folders, and symbolic links that stay
     /// inside it (an absolute link, or one that leads out, is refused with exit status 77, as is any other kind

@@ -13,7 +13,7 @@ enum SealedResource: Equatable {
 typealias Manifest = [String: SealedResource]
 
 extension AppBundle {
-    /// Re-hashes the bundle and compares it with its seal (DESIGN §6).
+    /// Re-hashes the bundle and compares it with its seal (ARCHITECTURE.md, "Bundle, backup and setup").
     ///
     /// A bundle with no seal and nothing in it (a container made without `--bundle`) is `.notSealed`. A
     /// missing seal beside anything else, or a seal that is not a property list of the `files2` layout, is

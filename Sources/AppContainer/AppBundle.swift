@@ -1,8 +1,8 @@
 import Foundation
 import Glibc
 
-/// The app's bundle, `<App>.app` (DESIGN §1, §6): installed once by `install(from:)`, sealed by
-/// `_CodeSignature/CodeResources`, read-only ever after. The library never writes into it
+/// The app's bundle, `<App>.app` (ARCHITECTURE.md, "Places and rules", "Bundle, backup and setup"): installed once by
+/// `install(from:)`, sealed by `_CodeSignature/CodeResources`, read-only ever after. The library never writes into it
 /// (`Container.checkWritable(components:)` refuses with exit status 77).
 public struct AppBundle: Sendable {
     public let container: Container

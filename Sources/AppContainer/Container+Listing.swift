@@ -1,4 +1,4 @@
-/// One entry of a folder listing, with its size and modification date (DESIGN §6).
+/// One entry of a folder listing, with its size and modification date (ARCHITECTURE.md, "Bundle, backup and setup").
 public struct ListedItem: Sendable {
     public let name: FileName
     /// The absolute path, exact to the byte.

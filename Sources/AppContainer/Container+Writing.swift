@@ -1,7 +1,8 @@
 import Glibc
 
 extension Container {
-    /// Who writes: the app, bound by each place's rules, or a delivery, the one way into the Inbox (DESIGN §3).
+    /// Who writes: the app, bound by each place's rules, or a delivery, the one way into the Inbox (ARCHITECTURE.md,
+    /// "Delivery").
     public enum Writer: Sendable {
         case app
         case delivery

@@ -1,7 +1,8 @@
 import Foundation
 import Glibc
 
-/// An app container on disk (DESIGN §1): the folder that holds the bundle, Documents, Library and tmp.
+/// An app container on disk (ARCHITECTURE.md, "Places and rules"): the folder that holds the bundle, Documents, Library
+/// and tmp.
 public struct Container: Sendable {
     /// The container's folder, absolute and free of symbolic links.
     public let root: String

@@ -1,6 +1,7 @@
 import Glibc
 
-/// The one error of this package: what went wrong, for a person, with the exit status of DESIGN §7.
+/// The one error of this package: what went wrong, for a person, with the exit status of ARCHITECTURE.md, "The command
+/// line".
 public struct ContainerError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure, each with its exit status (sysexits.h).
     public enum Code: Int32, Sendable {

@@ -1,4 +1,4 @@
-/// The places of an app container (DESIGN §1), each with its rules.
+/// The places of an app container (ARCHITECTURE.md, "Places and rules"), each with its rules.
 public enum Place: String, CaseIterable, Sendable {
     case bundle
     case documents
@@ -23,7 +23,7 @@ public enum Place: String, CaseIterable, Sendable {
         }
     }
 
-    /// What the app may do here, and what the system does with it: the table of DESIGN §1.
+    /// What the app may do here, and what the system does with it: the table of ARCHITECTURE.md, "Places and rules".
     public var rules: PlaceRules {
         switch self {
         case .bundle:

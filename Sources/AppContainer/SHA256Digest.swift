@@ -1,8 +1,9 @@
 import CCrypto
 import Glibc
 
-/// SHA-256 through libcrypto, with one context reused for every digest (DESIGN §10, §11): `begin`, `update`
-/// as the bytes come, `finish`. `hash(_:in:shown:)` does all three for a file, with one reused read buffer.
+/// SHA-256 through libcrypto, with one context reused for every digest (ARCHITECTURE.md, "Dependencies", "The hot
+/// path"): `begin`, `update` as the bytes come, `finish`. `hash(_:in:shown:)` does all three for a file, with one
+/// reused read buffer.
 ///
 /// Not thread-safe: make one per thread or walk.
 public final class SHA256Digest {

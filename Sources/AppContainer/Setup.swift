@@ -1,8 +1,8 @@
 import Glibc
 
-/// One-time setup (DESIGN §6): on the app's first launch, the bundle's `Templates/` folder is copied into
-/// `Library/Application Support/` and the default preferences are written; then `setup.done` in the state
-/// folder records that it is done. An interrupted setup has no `setup.done` and runs again; a completed one
+/// One-time setup (ARCHITECTURE.md, "Bundle, backup and setup"): on the app's first launch, the bundle's `Templates/`
+/// folder is copied into `Library/Application Support/` and the default preferences are written; then `setup.done` in
+/// the state folder records that it is done. An interrupted setup has no `setup.done` and runs again; a completed one
 /// never does (until a bundle is installed: that is a first launch again).
 public enum Setup {
     /// What one run did.

@@ -3,7 +3,8 @@ import Foundation
 import Glibc
 import Testing
 
-/// The sealed bundle of DESIGN §6: install, seal, verify, resource lookup, and the refusal of writes into it.
+/// The sealed bundle of ARCHITECTURE.md, "Bundle, backup and setup": install, seal, verify, resource lookup, and the
+/// refusal of writes into it.
 @Suite struct AppBundleTests {
     /// A bundle folder beside the container: files at the top and below, an executable, a link inside it.
     private func makeSource(_ scratch: Scratch) throws -> String {

@@ -14,7 +14,8 @@ let userAttributesWork: Bool = {
     return process.terminationStatus == 0
 }()
 
-/// `backup-plan`, `exclude-from-backup`, `backup` and `restore`, run as the built binary (DESIGN §6, §7).
+/// `backup-plan`, `exclude-from-backup`, `backup` and `restore`, run as the built binary (ARCHITECTURE.md, "Bundle,
+/// backup and setup", "The command line").
 @Suite struct BackupCommandTests {
     static let commands = ["backup-plan", "exclude-from-backup", "backup", "restore"]
 

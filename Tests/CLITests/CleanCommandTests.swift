@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// `inbox clean`: the cleanup policy of DESIGN §5 from the command line, against the built binary.
+/// `inbox clean`: the cleanup policy of ARCHITECTURE.md, "Cleanup" from the command line, against the built binary.
 @Suite struct CleanCommandTests {
     @Test func aDryRunPrintsExactlyWhatTheCleanThenDoesAndDeletesNothing() throws {
         let folder = try TemporaryFolder()

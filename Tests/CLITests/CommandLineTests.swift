@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// The command-line contract of DESIGN §7, checked against the built binary.
+/// The command-line contract of ARCHITECTURE.md, "The command line", checked against the built binary.
 @Suite struct CommandLineTests {
     static let commands = ["init", "deliver", "move", "ls", "log"]
 

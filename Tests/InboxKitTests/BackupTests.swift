@@ -5,8 +5,9 @@ import Testing
 
 @testable import InboxKit
 
-/// Backup (DESIGN §1, §6): the plan by place, the exclusion flag, service files inbox re-creates, the pax
-/// archive, and a restore that writes nothing outside the container, whatever the archive holds.
+/// Backup (ARCHITECTURE.md, "Places and rules", "Bundle, backup and setup"): the plan by place, the exclusion flag,
+/// service files inbox re-creates, the pax archive, and a restore that writes nothing outside the container, whatever
+/// the archive holds.
 @Suite struct BackupTests {
     /// The plan's entries as `path -> (included, reason)`, paths as listed (folders end with `/`).
     private func plan(_ container: Container) throws -> [String: (included: Bool, reason: String)] {

@@ -4,7 +4,8 @@ import Glibc
 import InboxKit
 import Testing
 
-/// The cleanup policy of DESIGN §5, planned and carried out on real folders. Ages are set with `utimensat`.
+/// The cleanup policy of ARCHITECTURE.md, "Cleanup", planned and carried out on real folders. Ages are set with
+/// `utimensat`.
 @Suite struct CleanupTests {
     static let day: Int64 = 86_400
 

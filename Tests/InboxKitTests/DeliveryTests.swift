@@ -4,7 +4,7 @@ import Glibc
 import InboxKit
 import Testing
 
-/// `Inbox.deliver`: the hook mail-import code uses to hand a file to the app (DESIGN §3).
+/// `Inbox.deliver`: the hook mail-import code uses to hand a file to the app (ARCHITECTURE.md, "Delivery").
 @Suite struct DeliveryTests {
     @Test func deliverDataReturnsTheURLOfASealedFileInTheInbox() throws {
         let scratch = try Scratch()

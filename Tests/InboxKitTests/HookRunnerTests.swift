@@ -106,7 +106,7 @@ import Testing
     @Test func noDescriptorIsInheritedButTheThreeStreams() throws {
         let fixture = try HookFixture()
         let item = try fixture.item(try #require(FileName("a.txt")), [1])
-        // Descriptors without close-on-exec, as libinotifytools makes its own (DESIGN §9).
+        // Descriptors without close-on-exec, as libinotifytools makes its own (ARCHITECTURE.md, "libinotifytools").
         let leaked = open(fixture.container, O_RDONLY | O_DIRECTORY)
         try #require(leaked >= 0)
         defer { close(leaked) }

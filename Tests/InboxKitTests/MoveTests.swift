@@ -4,7 +4,8 @@ import Glibc
 import InboxKit
 import Testing
 
-/// Move before edit: an Inbox item goes into Documents before anything changes it (DESIGN §2).
+/// Move before edit: an Inbox item goes into Documents before anything changes it (ARCHITECTURE.md, "How an arrival
+/// flows").
 @Suite struct MoveTests {
     @Test func aMoveIsARenameOfTheSameFile() throws {
         let scratch = try Scratch()

@@ -6,9 +6,9 @@ import Testing
 @testable import InboxKit
 
 /// A copying move that crashed part-way is finished or rolled back at the next start: never lost,
-/// never two copies (DESIGN §2). The crash is built by hand with the journal's own API: an intent
-/// written and locked, the item claimed, maybe a copy named in Documents, and then the record
-/// dropped, which releases its lock as the death of its process would.
+/// never two copies (ARCHITECTURE.md, "How an arrival flows"). The crash is built by hand with the journal's own API:
+/// an intent written and locked, the item claimed, maybe a copy named in Documents, and then the record dropped, which
+/// releases its lock as the death of its process would.
 @Suite struct RecoveryTests {
     /// An item whose inode it shares with a file outside the container, as the copy path is for.
     private func hardLinkedItem(_ scratch: Scratch, _ item: String, _ bytes: [UInt8]) throws -> FileStatus {

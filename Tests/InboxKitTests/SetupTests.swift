@@ -4,7 +4,8 @@ import Glibc
 import InboxKit
 import Testing
 
-/// One-time setup (DESIGN §6): templates copied, default preferences written, completion recorded once.
+/// One-time setup (ARCHITECTURE.md, "Bundle, backup and setup"): templates copied, default preferences written,
+/// completion recorded once.
 @Suite struct SetupTests {
     /// A bundle with `Templates/` (files, a folder, a link inside, a link out, and an `inbox` folder that must
     /// not be copied) installed into the scratch container; returns the template files by relative path.

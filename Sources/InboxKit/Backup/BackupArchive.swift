@@ -13,8 +13,9 @@ public struct BackupSummary: Sendable {
     public let bytes: Int64
 }
 
-/// A tar archive of a container's backup (DESIGN §6, §10): POSIX pax, which GNU tar reads, written and read
-/// with libarchive. Paths in it are relative to the container root; names are stored as their exact bytes.
+/// A tar archive of a container's backup (ARCHITECTURE.md, "Bundle, backup and setup", "Dependencies"): POSIX pax,
+/// which GNU tar reads, written and read with libarchive. Paths in it are relative to the container root; names are
+/// stored as their exact bytes.
 public struct BackupArchive: Sendable {
     public let path: String
 

@@ -2,7 +2,7 @@ import AppContainer
 import Foundation
 import Glibc
 
-/// The per-item exclusion flag of DESIGN §6: the extended attribute macOS writes for
+/// The per-item exclusion flag of ARCHITECTURE.md, "Bundle, backup and setup": the extended attribute macOS writes for
 /// `URLResourceValues.isExcludedFromBackup`. Any value counts as set; this package writes the one macOS writes.
 enum BackupFlag {
     static let attribute = "user.com.apple.metadata:com_apple_backup_excludeItem"

@@ -1,8 +1,9 @@
 import AppContainer
 import Glibc
 
-/// What a backup of a container holds (DESIGN §1, §6): every file, symbolic link and empty folder, each
-/// included or excluded with the reason. Folders are walked, links are listed as links and never followed.
+/// What a backup of a container holds (ARCHITECTURE.md, "Places and rules", "Bundle, backup and setup"): every file,
+/// symbolic link and empty folder, each included or excluded with the reason. Folders are walked, links are listed as
+/// links and never followed.
 ///
 /// A path is excluded when its place is not backed up (the bundle, `Library/Caches`, `tmp`, anything beside
 /// the places), when it is a FIFO, socket or device node, when inbox re-creates it (its locks and checkpoint,
@@ -37,7 +38,8 @@ public struct BackupPlan: Sendable {
 
     public var included: [Entry] { entries.filter(\.isIncluded) }
 
-    /// `[{"path":…,"included":…,"reason":…}, …]`, paths relative to the container (DESIGN §7).
+    /// `[{"path":…,"included":…,"reason":…}, …]`, paths relative to the container (ARCHITECTURE.md, "The command
+    /// line").
     public var json: String { "[" + entries.map(\.json).joined(separator: ",") + "]" }
 }
 

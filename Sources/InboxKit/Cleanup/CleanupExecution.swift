@@ -31,7 +31,8 @@ public struct CleanupOutcome: Sendable {
         return Array("\(padded)  ".utf8) + path + Array("  (\(entry.reason))".utf8)
     }
 
-    /// `{"path":"/home/me/app/tmp/upload.part","reason":"older than 3 days","deleted":true}` (DESIGN §7).
+    /// `{"path":"/home/me/app/tmp/upload.part","reason":"older than 3 days","deleted":true}` (ARCHITECTURE.md, "The
+    /// command line").
     public var json: String {
         var buffer: [UInt8] = [UInt8(ascii: "{")]
         EventEncoding.appendPathMember("path", path, to: &buffer)

@@ -31,7 +31,7 @@ public struct CleanupEntry: Sendable, Equatable {
     }
 }
 
-/// The cleanup policy of DESIGN §5 applied to one container at one moment: which entries of the Inbox,
+/// The cleanup policy of ARCHITECTURE.md, "Cleanup" applied to one container at one moment: which entries of the Inbox,
 /// tmp and Library/Caches go, and why.
 ///
 /// Entries are produced as the folders are read, never all held at once: only the two size limits need an
@@ -220,7 +220,7 @@ final class CleanupWalker {
     }
 }
 
-/// The cleanup policy's units and reasons (DESIGN §5). Its values are `Preferences`: `inboxMaxAge`,
+/// The cleanup policy's units and reasons (ARCHITECTURE.md, "Cleanup"). Its values are `Preferences`: `inboxMaxAge`,
 /// `inboxMaxBytes`, `tmpMaxAge` and `cachesMaxBytes`, which `inbox clean` flags can override.
 public enum CleanupPolicy {
     /// Seconds from plain `3600` or a number with one unit: `45s`, `10m`, `12h`, `30d`, `2w`.

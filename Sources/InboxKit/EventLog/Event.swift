@@ -1,7 +1,7 @@
 import AppContainer
 import Glibc
 
-/// The kinds of record in the event log (DESIGN §4).
+/// The kinds of record in the event log (ARCHITECTURE.md, "The event log").
 public enum EventKind: String, Sendable, CaseIterable {
     case delivered, arrived, rejected, handled, moved, deleted, overflow, rescan, recovered
     case watchStarted = "watch-started"
@@ -53,8 +53,8 @@ public struct EventRecord: Sendable {
 }
 
 /// Records for one append, encoded as they are made; the log adds `seq` and `time` under its lock. The
-/// watcher's hot path writes its fields straight in, with no `Event` in between (DESIGN §11): `begin`, the
-/// fields in order, `end`.
+/// watcher's hot path writes its fields straight in, with no `Event` in between (ARCHITECTURE.md, "The hot path"):
+/// `begin`, the fields in order, `end`.
 struct EncodedEvents {
     /// The bodies (`,"event":…}\n`), one after another.
     private(set) var bytes: [UInt8] = []

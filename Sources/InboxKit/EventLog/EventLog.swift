@@ -2,7 +2,7 @@ import AppContainer
 import Glibc
 import Synchronization
 
-/// The event log of DESIGN §4: JSON Lines in `<directory>/events.jsonl`.
+/// The event log of ARCHITECTURE.md, "The event log": JSON Lines in `<directory>/events.jsonl`.
 ///
 /// Appends from any thread or process take an exclusive `flock` on `events.lock` (a file that rotation never
 /// replaces), give each record the next `seq`, and write a whole batch with one `write(2)` in append mode.

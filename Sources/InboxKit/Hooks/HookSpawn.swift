@@ -25,8 +25,8 @@ final class SpawnRequest {
         try check(posix_spawn_file_actions_adddup2(actions, stdin, 0))
         try check(posix_spawn_file_actions_adddup2(actions, stdout, 1))
         try check(posix_spawn_file_actions_adddup2(actions, stderr, 2))
-        // Nothing else reaches the hook: not the inotify descriptor (no close-on-exec, DESIGN §9), not the
-        // pipes of hooks that other threads are starting at this moment.
+        // Nothing else reaches the hook: not the inotify descriptor (no close-on-exec, ARCHITECTURE.md,
+        // "libinotifytools"), not the pipes of hooks that other threads are starting at this moment.
         try check(inbox_posix_spawn_file_actions_addclosefrom_np(actions, 3))
 
         var signals = sigset_t()

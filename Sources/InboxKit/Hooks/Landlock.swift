@@ -3,8 +3,8 @@ import CLinux
 import Glibc
 import Synchronization
 
-/// The sandbox of an external handler (DESIGN §2): no write access to the container, read and execute
-/// everywhere, writes elsewhere as usual.
+/// The sandbox of an external handler (ARCHITECTURE.md, "How an arrival flows"): no write access to the container, read
+/// and execute everywhere, writes elsewhere as usual.
 ///
 /// Landlock cannot take a right away beneath a folder it grants it on, so the ruleset handles the write
 /// rights and grants them beneath every child of `/` and of each of the container's ancestors, except the

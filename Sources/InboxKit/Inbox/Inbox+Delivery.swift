@@ -11,7 +11,7 @@ public enum DeliverySource: Sendable {
 }
 
 extension Inbox {
-    /// Delivers a copy of the file at `url` atomically and returns its URL in the Inbox (DESIGN §3).
+    /// Delivers a copy of the file at `url` atomically and returns its URL in the Inbox (ARCHITECTURE.md, "Delivery").
     public func deliver(contentsOf url: URL, suggestedName: String? = nil) throws(ContainerError) -> URL {
         let name = suggestedName.map { Inbox.sanitizedName(Array($0.utf8)) }
         return try deliver([.file(path: Array(url.path.utf8), name: name)])[0].url
@@ -210,8 +210,8 @@ extension Inbox {
         name.bytes.starts(with: stagingPrefix.utf8)
     }
 
-    /// A suggested name made safe (DESIGN §3): no `/` or NUL (each becomes `_`), no leading `.`, not empty,
-    /// at most 255 bytes with its extension kept.
+    /// A suggested name made safe (ARCHITECTURE.md, "Delivery"): no `/` or NUL (each becomes `_`), no leading `.`, not
+    /// empty, at most 255 bytes with its extension kept.
     public static func sanitizedName(_ suggested: [UInt8]) -> FileName {
         var bytes = suggested.map { $0 == 0x2F || $0 == 0 ? UInt8(ascii: "_") : $0 }
         while bytes.first == 0x2E { bytes.removeFirst() }
@@ -226,7 +226,7 @@ extension Inbox {
 }
 
 extension Inbox {
-    /// How long a staging file may sit before it counts as left by a crashed delivery (DESIGN §3).
+    /// How long a staging file may sit before it counts as left by a crashed delivery (ARCHITECTURE.md, "Delivery").
     public static let stagingMaxAge: Int64 = 36 * 3600
 
     /// Removes staging files older than `maxAge` seconds, left by deliveries that crashed; returns their names.

@@ -3,7 +3,8 @@ import Foundation
 import Glibc
 
 extension Inbox {
-    /// Moves the Inbox item `name` into Documents (DESIGN §2) and returns the writable document.
+    /// Moves the Inbox item `name` into Documents (ARCHITECTURE.md, "How an arrival flows") and returns the writable
+    /// document.
     ///
     /// Through the one mover (`Mover`): a checked rename where it can (`report 2.pdf` on a clash), a copy where
     /// it must (a file with other hard links, or Documents on another filesystem), all under a journal intent

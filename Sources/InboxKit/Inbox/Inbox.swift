@@ -2,7 +2,8 @@ import AppContainer
 import Foundation
 import Glibc
 
-/// The Inbox of one container: where other programs hand files to the app (DESIGN §2, §3).
+/// The Inbox of one container: where other programs hand files to the app (ARCHITECTURE.md, "How an arrival flows",
+/// "Delivery").
 public final class Inbox: Sendable {
     public let container: Container
     public let log: EventLog

@@ -68,7 +68,7 @@ public struct InboxItem: Sendable {
                 ]))
     }
 
-    /// Moves the item into Documents and returns it as a writable document (DESIGN §2).
+    /// Moves the item into Documents and returns it as a writable document (ARCHITECTURE.md, "How an arrival flows").
     public func moveToDocuments() throws(ContainerError) -> Document {
         try inbox.moveToDocuments(name, reason: "move")
     }

@@ -1,7 +1,7 @@
 import AppContainer
 
 extension ListedItem {
-    /// `{"name":…,"path":…,"size":…,"modified":…}` as `ls --json` prints it (DESIGN §7).
+    /// `{"name":…,"path":…,"size":…,"modified":…}` as `ls --json` prints it (ARCHITECTURE.md, "The command line").
     public var json: String {
         var buffer: [UInt8] = [UInt8(ascii: "{")]
         EventEncoding.appendPathMember("name", name.bytes, to: &buffer)

@@ -20,8 +20,8 @@ public struct Inspection: Sendable, Equatable {
 }
 
 /// Hashes files with SHA-256 and names their content type, reusing one libmagic handle, one libcrypto
-/// context and one read buffer for every file (DESIGN §11). `ContentSniffer` names the common types;
-/// libmagic, slow on text, names the rest.
+/// context and one read buffer for every file (ARCHITECTURE.md, "The hot path"). `ContentSniffer` names the common
+/// types; libmagic, slow on text, names the rest.
 ///
 /// Not thread-safe: every call shares those. Make one inspector per thread and keep it.
 public final class ContentInspector {

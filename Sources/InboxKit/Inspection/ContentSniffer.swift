@@ -1,5 +1,5 @@
 /// Names the content type of a file from its first bytes by fixed rules, so that the common types need no
-/// libmagic call (DESIGN §11): binary signatures first, then UTF-8 text.
+/// libmagic call (ARCHITECTURE.md, "The hot path"): binary signatures first, then UTF-8 text.
 ///
 /// A pure function: no state, safe from any thread.
 public enum ContentSniffer {

@@ -2,9 +2,9 @@ import AppContainer
 import Glibc
 
 extension ArrivalPipeline {
-    /// Validates one name (DESIGN §2): a regular file is opened read-only, made private if it has other
-    /// hard links, sealed 0444 and inspected; a link, FIFO, socket or device node is removed without being
-    /// opened or followed and logged `rejected`. Nil for names that are gone, already handled, still being
+    /// Validates one name (ARCHITECTURE.md, "How an arrival flows"): a regular file is opened read-only, made private
+    /// if it has other hard links, sealed 0444 and inspected; a link, FIFO, socket or device node is removed without
+    /// being opened or followed and logged `rejected`. Nil for names that are gone, already handled, still being
     /// written (looked at again soon), or rejected; throws when the item cannot be arrived (it stays).
     func prepare(_ name: FileName, rejections: inout [Event]) throws(ContainerError) -> Prepared? {
         for _ in 0..<3 {

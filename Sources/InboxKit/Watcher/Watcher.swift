@@ -15,8 +15,8 @@ public struct WatchOptions: Sendable {
     public var once = false
     /// How often the whole Inbox is scanned even when no event says so.
     public var rescanInterval: Duration = .seconds(300)
-    /// How often the cleanup policy (DESIGN §5) is applied on a thread of its own, first at the start; nil:
-    /// never.
+    /// How often the cleanup policy (ARCHITECTURE.md, "Cleanup") is applied on a thread of its own, first at the start;
+    /// nil: never.
     public var cleanInterval: Duration? = .seconds(3600)
     /// The most arrivals handled in one group commit.
     public var maxBatch = 256
@@ -39,8 +39,9 @@ public protocol ArrivalHandler: Sendable {
     func handle(_ arrival: Arrival) -> Disposition
 }
 
-/// The watcher of DESIGN §2: it sees each file arrive in the Inbox (inotify events are hints, scans of the
-/// folder the truth), validates and seals it, hands it to the handlers, and applies their disposition.
+/// The watcher of ARCHITECTURE.md, "How an arrival flows": it sees each file arrive in the Inbox (inotify events are
+/// hints, scans of the folder the truth), validates and seals it, hands it to the handlers, and applies their
+/// disposition.
 public final class Watcher: Sendable {
     public let inbox: Inbox
     public let options: WatchOptions
