@@ -55,7 +55,9 @@ extension ArrivalPipeline {
             }
             let during = decided.disposition == .move ? "move" : "delete"
             fail(during: during, decided.name, error, folder: loggedInbox, to: &records)
-            failed.schedule(decided.name, decided)
+            // Kept without its descriptor: thousands of waiting items must not hold thousands open.
+            failed.schedule(
+                decided.name, Decided(name: decided.name, status: decided.status, disposition: decided.disposition))
             return false
         }
     }

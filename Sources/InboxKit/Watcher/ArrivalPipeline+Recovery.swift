@@ -51,11 +51,20 @@ extension ArrivalPipeline {
     /// Applies an interrupted disposition, or records the one the disk already holds.
     private func finish(_ name: FileName, id: Identity, _ disposition: Disposition, to records: inout EncodedEvents) {
         if let status = try? fileStatus(in: inboxFolder.rawValue, name), Identity(status) == id {
-            let decided = Decided(name: name, status: status, disposition: disposition == .keep ? .move : disposition)
+            let decided = Decided(name: name, status: status, disposition: disposition)
             if apply(decided, reason: "recovered", to: &records) { arrived.remove(id) }
             return
         }
-        guard disposition == .move else { return }
+        if disposition == .delete {
+            // Decided, logged, and gone: the unlink happened before the crash (an aside was put back above).
+            arrived.remove(id)
+            records.begin(.deleted)
+            records.field("path", folder: loggedInbox, name)
+            records.field("reason", "recovered")
+            records.field("id", identity: id)
+            records.end()
+            return
+        }
         // The rename happened before the crash: find the name it took in Documents by its inode.
         if let moved = inbox.find(id, in: documents.descriptor, near: name) {
             arrived.remove(id)

@@ -32,12 +32,26 @@ extension ArrivalPipeline {
             else {
                 continue
             }
+            if Self.mayBeUnderCreation(status) {
+                busy.schedule(name, ())
+                return nil
+            }
             return try whenNotBeingWritten(name, file) { () throws(ContainerError) in
                 status.linkCount > 1
                     ? try makePrivate(name, file: file, status: status) : try seal(name, file: file, status: status)
             }
         }
         return nil
+    }
+
+    /// An empty file made less than a second ago may be one whose creator's `open` has not finished: its
+    /// `IN_CREATE` comes before the creator holds it open for writing, so no lease can tell yet. It is looked at
+    /// again shortly; a file that stays empty arrives after that second.
+    static func mayBeUnderCreation(_ status: FileStatus, now: Timestamp = .now()) -> Bool {
+        guard status.size == 0 else { return false }
+        let age =
+            (now.seconds - status.modified.seconds) * 1_000_000_000 + now.nanoseconds - status.modified.nanoseconds
+        return age < 1_000_000_000
     }
 
     /// Runs `body` under a read lease on `file`, so that a writer that opens it meanwhile is seen: when one has

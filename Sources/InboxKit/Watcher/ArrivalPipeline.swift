@@ -20,11 +20,13 @@ final class ArrivalPipeline {
     var scanPresent: Set<Identity>?
     /// The seq of this pipeline's last record, for the checkpoint.
     var lastSeq: UInt64 = 0
-    /// Names some process still has open for writing: looked at again soon, in case their close came first.
+    /// Names of files some process still has open for writing (or an empty file just made): looked at again
+    /// soon, in case their close came first.
     var busy = RetrySchedule<Void>(first: .milliseconds(10), limit: .seconds(1))
-    /// Arrivals whose handling failed: before `arrived` (nil: prepared again) or after (the disposition).
-    var failed = RetrySchedule<Decided>(first: .seconds(1), limit: .seconds(300))
+    /// Names whose arrival failed (they could not be opened, sealed or inspected): prepared again later.
     var failedToArrive = RetrySchedule<Void>(first: .seconds(1), limit: .seconds(300))
+    /// Dispositions that failed after their `arrived` record: applied again later.
+    var failed = RetrySchedule<Decided>(first: .seconds(1), limit: .seconds(300))
     /// The first failure that left an item where it was, for the exit status of `watch --once`.
     var firstFailure: ContainerError?
     /// Journal intents of copying moves, ended once their `moved` records are durable.

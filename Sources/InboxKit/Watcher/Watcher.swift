@@ -131,6 +131,7 @@ public final class Watcher: Sendable {
         let cleanup = options.cleanInterval.map { BackgroundCleanup.start(self, interval: $0, once: options.once) }
         defer { cleanup?.finish(waiting: false) }
         queue.requestRescan("start-up")
+        let started = ContinuousClock.now
         var nextRescan = ContinuousClock.now + options.rescanInterval
         while true {
             let wake = min(nextRescan, pipeline.nextRetry ?? nextRescan)
@@ -154,7 +155,11 @@ public final class Watcher: Sendable {
                 try pipeline.scan(reason: reason, stop: { queue.isStopped }, handle: handle)
                 nextRescan = .now + options.rescanInterval
             }
-            if options.once || queue.isStopped { break }
+            if queue.isStopped { break }
+            // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
+            if options.once && (pipeline.busy.isEmpty || ContinuousClock.now > started + Self.onceWaitForWriters) {
+                break
+            }
         }
         setup?.finish(waiting: options.once && !queue.isStopped)
         cleanup?.finish(waiting: options.once && !queue.isStopped)
@@ -165,6 +170,9 @@ public final class Watcher: Sendable {
         // `--once`: the status of the first item left where it was (ARCHITECTURE.md, "No silent failure").
         if options.once, let failure = pipeline.firstFailure { throw failure }
     }
+
+    /// How long `once` waits for files still being written before it leaves them for the next run.
+    static let onceWaitForWriters: Duration = .seconds(5)
 
     /// The kernel tells a lease holder of a break with SIGIO, whose default action ends the process: where
     /// nobody handles it, it is ignored (the pipeline asks the lease itself).
