@@ -30,8 +30,8 @@ extension Inbox {
     private func settle(
         _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
     ) throws(ContainerError) {
-        if let claim = intent.claim, (try? fileStatus(in: inboxFolder.rawValue, claim)) != nil {
-            if let done = completedCopy(intent, claim: claim, inboxFolder: inboxFolder, documents: documents) {
+        if let claim = intent.claim, try present(claim, in: inboxFolder, intent) {
+            if let done = try completedCopy(intent, claim: claim, inboxFolder: inboxFolder, documents: documents) {
                 do {
                     try system_unlinkat(inboxFolder.rawValue, claim)
                     try inboxFolder.sync()
@@ -54,10 +54,21 @@ extension Inbox {
         }
         // No claim: a rename that may have happened, or a copy whose claim was removed. Was it logged?
         guard let identity = intent.identity, try !movedLogged(intent, identity) else { return }
-        if let linked = intent.linked, (try? fileStatus(in: documents.rawValue, linked))?.kind == .regular {
+        if let linked = intent.linked, try present(linked, in: documents, intent) {
             try logRecoveredMove(intent, to: linked)
         } else if intent.claim == nil, let moved = find(identity, in: documents, near: intent.name) {
             try logRecoveredMove(intent, to: moved)
+        }
+    }
+
+    /// Whether `name` is in `folder`; a failure to tell leaves the intent for the next try.
+    private func present(_ name: FileName, in folder: borrowing FileDescriptor, _ intent: MoveJournal.Intent)
+        throws(ContainerError) -> Bool
+    {
+        do {
+            return try fileStatusIfPresent(in: folder.rawValue, name) != nil
+        } catch {
+            throw error.failure("settle the move of", itemPath(intent.name))
         }
     }
 
@@ -96,22 +107,23 @@ extension Inbox {
         return found
     }
 
-    /// The name in Documents that holds a complete copy of the claimed item, if the move got that far.
+    /// The name in Documents that holds a complete copy of the claimed item, if the move got that far; a
+    /// failure to read throws, leaving the intent for the next try.
     private func completedCopy(
         _ intent: MoveJournal.Intent, claim: FileName, inboxFolder: borrowing FileDescriptor,
         documents: borrowing FileDescriptor
-    ) -> FileName? {
-        if let linked = intent.linked {
-            // Named in Documents, unless the undo of a failed move had removed it again when the process died.
-            return (try? fileStatus(in: documents.rawValue, linked))?.kind == .regular ? linked : nil
+    ) throws(ContainerError) -> FileName? {
+        // Named in Documents, unless the undo of a failed move had removed it again when the process died.
+        if let linked = intent.linked { return try present(linked, in: documents, intent) ? linked : nil }
+        guard let tried = intent.tried.last else { return nil }
+        do {
+            // A tried name is linked only once the copy is whole: it holds the copy, or another file.
+            guard try fileStatusIfPresent(in: documents.rawValue, tried) != nil else { return nil }
+            let original = try FileDescriptor(at: inboxFolder.rawValue, claim, [.noFollow, .nonBlocking])
+            let copy = try FileDescriptor(at: documents.rawValue, tried, [.noFollow, .nonBlocking])
+            return try original.readToEnd() == copy.readToEnd() ? tried : nil
+        } catch {
+            throw error.failure("settle the move of", itemPath(intent.name))
         }
-        guard let tried = intent.tried.last,
-            let original = try? FileDescriptor(at: inboxFolder.rawValue, claim, [.noFollow, .nonBlocking]),
-            let copy = try? FileDescriptor(at: documents.rawValue, tried, [.noFollow, .nonBlocking]),
-            let originalBytes = try? original.readToEnd(),
-            let copyBytes = try? copy.readToEnd(),
-            originalBytes == copyBytes
-        else { return nil }
-        return tried
     }
 }

@@ -13,6 +13,13 @@ extension ArrivalPipeline {
         /// The item still open from its preparation, if it is.
         var file: SharedDescriptor?
         var identity: Identity { Identity(status) }
+        var pending: Pending { Pending(identity: identity, disposition: disposition) }
+    }
+
+    /// A disposition that failed, waiting to be tried again: the item is read again then.
+    struct Pending {
+        let identity: Identity
+        let disposition: Disposition
     }
 
     var mover: Mover { Mover(inbox: inbox, inboxFolder: inboxFolder, documents: documents) }
@@ -55,18 +62,20 @@ extension ArrivalPipeline {
             }
             let during = decided.disposition == .move ? "move" : "delete"
             fail(during: during, decided.name, error, folder: loggedInbox, to: &records)
-            // Kept without its descriptor: thousands of waiting items must not hold thousands open.
-            failed.schedule(
-                decided.name, Decided(name: decided.name, status: decided.status, disposition: decided.disposition))
+            failed.schedule(decided.name, decided.pending)
             return false
         }
     }
 
     /// Whether the item decided on is still under its name (a rename into a deleted Documents fails with
-    /// ENOENT too).
+    /// ENOENT too); when that cannot be read, it is taken to be there, to be tried again.
     private func stillThere(_ decided: Decided) -> Bool {
-        guard let status = try? fileStatus(in: inboxFolder.rawValue, decided.name) else { return false }
-        return decided.identity.isSameFile(as: status)
+        do {
+            guard let status = try fileStatusIfPresent(in: inboxFolder.rawValue, decided.name) else { return false }
+            return decided.identity.isSameFile(as: status)
+        } catch {
+            return true
+        }
     }
 
     /// Writes the `error` record and the stderr line of a failure that leaves an item where it was, and keeps
@@ -93,13 +102,20 @@ extension ArrivalPipeline {
     func retryFailedDispositions() -> EncodedEvents {
         var records = EncodedEvents()
         for (name, entry) in failed.due() {
-            guard let status = try? fileStatus(in: inboxFolder.rawValue, name),
-                entry.payload.identity == Identity(status)
-            else {
+            let status: FileStatus?
+            do {
+                status = try fileStatusIfPresent(in: inboxFolder.rawValue, name)
+            } catch {
+                fail(during: "read", name, error, folder: loggedInbox, to: &records)
+                failed.schedule(name, entry.payload)
+                continue
+            }
+            guard let status, entry.payload.identity == Identity(status) else {
                 failed.remove(name)  // gone, or another file now: that one arrives itself
                 continue
             }
-            if apply(entry.payload, reason: "retry", to: &records) { arrived.remove(entry.payload.identity) }
+            let decided = Decided(name: name, status: status, disposition: entry.payload.disposition)
+            if apply(decided, reason: "retry", to: &records) { arrived.remove(decided.identity) }
         }
         return records
     }

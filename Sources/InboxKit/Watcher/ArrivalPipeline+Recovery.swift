@@ -50,7 +50,16 @@ extension ArrivalPipeline {
 
     /// Applies an interrupted disposition, or records the one the disk already holds.
     private func finish(_ name: FileName, id: Identity, _ disposition: Disposition, to records: inout EncodedEvents) {
-        if let status = try? fileStatus(in: inboxFolder.rawValue, name), Identity(status) == id {
+        let status: FileStatus?
+        do {
+            status = try fileStatusIfPresent(in: inboxFolder.rawValue, name)
+        } catch {
+            // Cannot tell now: tried again later, as a failed disposition.
+            fail(during: "read", name, error, folder: loggedInbox, to: &records)
+            failed.schedule(name, Pending(identity: id, disposition: disposition))
+            return
+        }
+        if let status, Identity(status) == id {
             let decided = Decided(name: name, status: status, disposition: disposition)
             if apply(decided, reason: "recovered", to: &records) { arrived.remove(id) }
             return
@@ -109,8 +118,8 @@ extension ArrivalPipeline {
         var text = "seq \(lastSeq)\n"
         for id in arrived { text += id.text + "\n" }
         for (name, entry) in failed.entries {
-            let decided = entry.payload
-            text += "pending \(decided.disposition.rawValue) \(decided.identity.text) "
+            let pending = entry.payload
+            text += "pending \(pending.disposition.rawValue) \(pending.identity.text) "
             text += Data(name.bytes).base64EncodedString() + "\n"
         }
         do {

@@ -8,7 +8,13 @@ extension ArrivalPipeline {
     /// written (looked at again soon), or rejected; throws when the item cannot be arrived (it stays).
     func prepare(_ name: FileName, rejections: inout [Event]) throws(ContainerError) -> Prepared? {
         for _ in 0..<3 {
-            guard let seen = try? fileStatus(in: inboxFolder.rawValue, name) else { return nil }
+            let seen: FileStatus
+            do {
+                guard let present = try fileStatusIfPresent(in: inboxFolder.rawValue, name) else { return nil }
+                seen = present
+            } catch {
+                throw error.failure("read", inbox.itemPath(name))
+            }
             switch seen.kind {
             case .regular:
                 break
@@ -28,10 +34,13 @@ extension ArrivalPipeline {
             } catch {
                 throw error.failure("open", inbox.itemPath(name))
             }
-            guard let status = try? file.descriptor.fileStatus(), status.isSameFile(as: seen), status.kind == .regular
-            else {
-                continue
+            let status: FileStatus
+            do {
+                status = try file.descriptor.fileStatus()
+            } catch {
+                throw error.failure("read", inbox.itemPath(name))
             }
+            guard status.isSameFile(as: seen), status.kind == .regular else { continue }
             if Self.mayBeUnderCreation(status) {
                 busy.schedule(name, ())
                 return nil
@@ -121,7 +130,6 @@ extension ArrivalPipeline {
         do {
             copy = try swapInPrivateCopy(name, of: file, status: status, staging: staging)
         } catch {
-            try? system_unlinkat(inboxFolder.rawValue, staging)
             throw error.failure("make a private copy of", inbox.itemPath(name))
         }
         // Handlers get the item opened read-only, as every other arrival.
@@ -134,7 +142,8 @@ extension ArrivalPipeline {
     }
 
     /// Copies the file into an unnamed file, names it `staging`, and exchanges it with `name`; nil when
-    /// `name` vanished meanwhile.
+    /// `name` vanished meanwhile. Every failure leaves the item as it was or the private copy in its place; an
+    /// unused copy left at `staging` is a copy only, swept with abandoned staging files.
     private func swapInPrivateCopy(_ name: FileName, of file: SharedDescriptor, status: FileStatus, staging: FileName)
         throws(Errno) -> SharedDescriptor?
     {
@@ -144,14 +153,17 @@ extension ArrivalPipeline {
         try system_linkOpenFile(copy.rawValue, folder, staging)
         do {
             try system_renameat2(folder, staging, folder, name, .exchange)
-        } catch .noSuchFile {
-            try? system_unlinkat(folder, staging)
-            return nil
+        } catch {
+            try system_unlinkat(folder, staging)  // our copy, not swapped in
+            if error == .noSuchFile { return nil }
+            throw error
         }
-        // `staging` now names what was at `name`: the shared inode, unless someone swapped it meanwhile.
-        if let old = try? fileStatus(in: folder, staging), !old.isSameFile(as: status) {
+        // `staging` now names what was at `name`: the shared inode (its other names keep it), unless another
+        // file took the name meanwhile, which goes back beside it.
+        let old = try fileStatusIfPresent(in: folder, staging)
+        if let old, !old.isSameFile(as: status) {
             try inboxFolder.descriptor.putBack(staging, from: folder, as: name)
-        } else {
+        } else if old != nil {
             try system_unlinkat(folder, staging)
         }
         try inboxFolder.sync()

@@ -26,7 +26,7 @@ final class ArrivalPipeline {
     /// Names whose arrival failed (they could not be opened, sealed or inspected): prepared again later.
     var failedToArrive = RetrySchedule<Void>(first: .seconds(1), limit: .seconds(300))
     /// Dispositions that failed after their `arrived` record: applied again later.
-    var failed = RetrySchedule<Decided>(first: .seconds(1), limit: .seconds(300))
+    var failed = RetrySchedule<Pending>(first: .seconds(1), limit: .seconds(300))
     /// The first failure that left an item where it was, for the exit status of `watch --once`.
     var firstFailure: ContainerError?
     /// Journal intents of copying moves, ended once their `moved` records are durable.
@@ -88,6 +88,7 @@ final class ArrivalPipeline {
         var chunk: [FileName] = []
         var found = 0
         var failure: ContainerError?
+        var seenAll = true
         scanPresent = []
         defer { scanPresent = nil }
         do {
@@ -95,9 +96,17 @@ final class ArrivalPipeline {
                 guard !name.isHidden else { return true }
                 found += 1
                 // Only kept arrivals need the look: with none (on-arrival move), a scan costs no extra stat.
-                if !arrived.isEmpty, let status = try? fileStatus(in: folder.rawValue, name) {
-                    let identity = Identity(status)
-                    if arrived.contains(identity) { scanPresent?.insert(identity) }
+                if !arrived.isEmpty {
+                    do {
+                        if let status = try fileStatusIfPresent(in: folder.rawValue, name),
+                            arrived.contains(Identity(status))
+                        {
+                            scanPresent?.insert(Identity(status))
+                        }
+                    } catch {
+                        // Unread, it may be an arrived item: this scan forgets nothing.
+                        seenAll = false
+                    }
                 }
                 chunk.append(name)
                 guard chunk.count >= watcher.options.maxBatch else { return true }
@@ -114,7 +123,7 @@ final class ArrivalPipeline {
         if let failure { throw failure }
         if stop() { return }
         if !chunk.isEmpty { try handle(chunk) }
-        if let present = scanPresent { arrived.formIntersection(present) }
+        if seenAll, let present = scanPresent { arrived.formIntersection(present) }
         try commit([Event(.rescan, ["reason": .string(reason), "found": .int(Int64(found))])], durable: false)
         try saveCheckpoint()
     }
