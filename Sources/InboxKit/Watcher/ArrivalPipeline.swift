@@ -190,6 +190,9 @@ final class ArrivalPipeline {
     /// intents of copies ended.
     func commitApplied(_ applied: EncodedEvents) throws(ContainerError) {
         guard !applied.isEmpty else { return }
+        // Taken now: if the records fail, the intents are dropped unended (and unlocked), for recovery to settle.
+        let intents = intentsToEnd
+        intentsToEnd.removeAll()
         do {
             try documents.sync()
             try inboxFolder.sync()
@@ -198,11 +201,10 @@ final class ArrivalPipeline {
         }
         try commit(applied, durable: true)
         let journal = MoveJournal(container: container)
-        for intent in intentsToEnd {
+        for intent in intents {
             // Settled already: an intent left behind only makes the next start look again.
             try? journal.end(intent)
         }
-        intentsToEnd.removeAll()
     }
 
     /// Opens Documents and the Inbox again by path when either was replaced (deleted and made again, or
