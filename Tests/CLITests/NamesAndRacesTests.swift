@@ -11,6 +11,31 @@ import Testing
         Array(String(repeating: "é", count: 125).utf8) + Array("x.pdf".utf8),  // 255 bytes
     ]
 
+    @Test func tenThousandClashesStillFindAFreeName() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        // `same.txt` and `same-1.txt` … `same-10099.txt` taken in the Inbox; `same.txt` … `same 10100.txt` in
+        // Documents. Clash naming used to give up at 10,000 tries.
+        for (place, name) in [
+            ("/Documents/Inbox/", { $0 == 0 ? "same.txt" : "same-\($0).txt" }),
+            ("/Documents/", { $0 == 0 ? "same.txt" : "same \($0 + 1).txt" }),
+        ] as [(String, (Int) -> String)] {
+            for index in 0..<10_100 {
+                let fd = open(container + place + name(index), O_CREAT | O_WRONLY | O_EXCL | O_CLOEXEC, 0o444)
+                #expect(fd >= 0)
+                close(fd)
+            }
+        }
+        let source = try folder.file("same.txt", "one more")
+        let delivered = try InboxProcess.run("--container", container, "deliver", source)
+        #expect(delivered.status == 0, "\(delivered.stderr)")
+        #expect(delivered.stdoutText == container + "/Documents/Inbox/same-12800.txt\n")
+        let moved = try InboxProcess.run("--container", container, "move", "same.txt")
+        #expect(moved.status == 0, "\(moved.stderr)")
+        #expect(moved.stdoutText == container + "/Documents/same 12801.txt\n")
+        #expect(!FileManager.default.fileExists(atPath: container + "/Documents/Inbox/same.txt"))
+    }
+
     @Test(arguments: oddNames)
     func oddNamesSurviveDeliverMoveAndLogExactly(name: [UInt8]) throws {
         #expect(name.count <= 255)
