@@ -44,12 +44,23 @@ public struct Container: Sendable {
         }
         try makeFolders(path)
         let root: String
+        let foreign: [FileName]
         do {
             root = String(decoding: try system_realpath(path), as: UTF8.self)
             let rootFolder = try FileDescriptor(root, [.directory, .noFollow])
-            try system_fchmod(rootFolder.rawValue, 0o700)
+            // Never someone else's folder (`/`, a home): only an empty one, or a container (made or half made).
+            foreign = try rootFolder.entries().filter {
+                !layoutNames.contains($0.string) && !$0.string.hasSuffix(".app")
+            }
+            if foreign.isEmpty { try system_fchmod(rootFolder.rawValue, 0o700) }
+        } catch .notDirectory {
+            throw ContainerError(.cannotCreate, "cannot create a container at '\(path)': it is not a folder")
         } catch {
             throw error.failure("create the container", path)
+        }
+        if let first = foreign.first {
+            throw ContainerError(
+                .cannotCreate, "'\(root)' holds other things ('\(first)'): a container is made only in an empty folder")
         }
         let existing = try findAppName(root: root)
         if let existing, let appName, existing != appName {
@@ -130,6 +141,9 @@ public struct Container: Sendable {
         }
         return nil
     }
+
+    /// The names a container holds at its root, besides `<App>.app`.
+    private static let layoutNames: Set<String> = ["Documents", "Library", "tmp"]
 
     /// `mkdir -p`.
     private static func makeFolders(_ path: String) throws(ContainerError) {

@@ -71,12 +71,12 @@ struct RestoreCommand: Command {
         let report = try archive.restore(into: container)
         Output.line(container.root)
         for refusal in report.refused {
-            Output.error("inbox: refused '\(String(decoding: refusal.path, as: UTF8.self))': \(refusal.reason)")
+            Output.problem("refused '\(String(decoding: refusal.path, as: UTF8.self))': \(refusal.reason)")
         }
         guard report.refused.isEmpty else {
             throw ContainerError(
                 .badData,
-                "refused \(report.refused.count) entries of '\(archive.path)' (listed above); the rest is restored")
+                "refused \(report.refused.count == 1 ? "1 entry" : "\(report.refused.count) entries") of '\(archive.path)' (listed above); the rest is restored")
         }
     }
 }

@@ -32,7 +32,7 @@ struct CleanCommand: Command {
         // The progress line is erased before a line of output only where that line would land on it.
         let outputIsTerminal = isatty(STDOUT_FILENO) == 1
         var json = arguments.flags.contains("--json") ? JSONArrayPrinter() : nil
-        let waiting = { Output.error("inbox: another clean of this container is under way; waiting for it to end") }
+        let waiting = { Output.problem("another clean of this container is under way; waiting for it to end") }
         let summary: CleanupSummary
         do {
             summary = try plan.execute(
@@ -47,10 +47,10 @@ struct CleanCommand: Command {
                 switch outcome.result {
                 case .failed(let error):
                     progress.clear()
-                    Output.error("inbox: \(error.message)")
+                    Output.problem(error.message)
                 case .changed:
                     progress.clear()
-                    Output.error("inbox: kept '\(outcome.shownPath)': it changed since it was planned")
+                    Output.problem("kept '\(outcome.shownPath)': it changed since it was planned")
                 case .planned, .deleted, .gone: break
                 }
             }

@@ -196,7 +196,7 @@ struct WatchCommand: Command {
             options.jobs = Int(jobs)
         }
         options.once = arguments.flags.contains("--once")
-        options.report = { Output.error("inbox: " + $0) }
+        options.report = { Output.problem($0) }
         let watcher = Watcher(inbox: try Inbox(containerPath: containerPath), options: options)
         let signals = watcher.stopOnTerminationSignals()
         try watcher.run()

@@ -56,7 +56,8 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
             }
         }
         guard let command else { throw ContainerError(.usage, "no command given") }
-        if rest.contains(where: isHelp) {
+        // `--` ends the options: `inbox move -- --help` moves an item named `--help`.
+        if rest.prefix(while: { $0 != Array("--".utf8) }).contains(where: isHelp) {
             Output.line(command.help)
             return 0
         }
@@ -68,7 +69,7 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
         try command.run(arguments, containerPath: path ?? "")
         return 0
     } catch {
-        Output.error("inbox: \(error.message)")
+        Output.problem(error.message)
         if error.code == .usage {
             if let command {
                 Output.error("Usage: inbox \(command.usage)\nSee 'inbox \(command.name) --help'.")

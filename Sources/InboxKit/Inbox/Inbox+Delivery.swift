@@ -183,6 +183,10 @@ extension Inbox {
             if error == .noSuchFile || error == .isDirectory {
                 throw ContainerError(.noSuchItem, "cannot deliver '\(shownSource)': \(error)", cause: error)
             }
+            if error.rawValue == ENXIO {
+                // A socket cannot be opened: one rule with a FIFO, which can.
+                throw ContainerError(.noSuchItem, "cannot deliver '\(shownSource)': not a regular file", cause: error)
+            }
             throw error.failure("deliver", shownSource)
         }
     }

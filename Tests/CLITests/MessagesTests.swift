@@ -1,0 +1,75 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Messages and refusals a hostile or careless user meets (issue 9, "Messages" and "Init").
+@Suite struct MessagesTests {
+    @Test func anErrorAboutANameWithControlCharactersStaysOnOneLine() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let result = try InboxProcess.run([
+            Array("--container".utf8), Array(container.utf8), Array("move".utf8),
+            Array("two\nlines\u{1B}[31m.txt".utf8),
+        ])
+        #expect(result.status == 66)
+        #expect(result.stderr.split(separator: "\n").count == 1, "one line: \(result.stderr)")
+        #expect(result.stderr.contains(#"two\nlines\x1b[31m.txt"#), "escaped: \(result.stderr)")
+    }
+
+    @Test func aDoubleDashMakesHelpAName() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let source = try folder.file("--help", "a file named --help")
+        #expect(try InboxProcess.run("--container", container, "deliver", "--", source).status == 0)
+        let moved = try InboxProcess.run("--container", container, "move", "--", "--help")
+        #expect(moved.status == 0, "\(moved.stderr)")
+        #expect(moved.stdoutText == container + "/Documents/--help\n")
+        #expect(try InboxProcess.run("--container", container, "move", "--help").stdoutText.contains("USAGE"))
+    }
+
+    @Test func initMakesAContainerOnlyInAnEmptyFolderOrAContainer() throws {
+        let folder = try TemporaryFolder()
+        let home = folder.path + "/home"
+        try folder.file("home/.bashrc", "export PS1=")
+        let refused = try InboxProcess.run("--container", home, "init")
+        #expect(refused.status == 73, "\(refused.stderr)")
+        #expect(refused.stderr.contains(".bashrc"))
+        let mode = try FileManager.default.attributesOfItem(atPath: home)[.posixPermissions] as? Int
+        #expect(mode != 0o700, "not chmodded")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: home) == [".bashrc"], "nothing created")
+        let file = try folder.file("plain", "a file")
+        let onAFile = try InboxProcess.run("--container", file, "init")
+        #expect(onAFile.status == 73, "\(onAFile.stderr)")
+        // A container, and one a crash left half made, are fine.
+        let container = try folder.container()
+        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        try FileManager.default.createDirectory(
+            atPath: folder.path + "/half/Documents", withIntermediateDirectories: true)
+        #expect(try InboxProcess.run("--container", folder.path + "/half", "init").status == 0)
+    }
+
+    @Test func aSocketAndAFIFOAreRefusedByOneRule() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let fifo = folder.path + "/fifo"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let socketPath = folder.path + "/socket"
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            socketPath.utf8CString.withUnsafeBytes { raw.copyBytes(from: $0.prefix(raw.count)) }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        #expect(bound == 0)
+        let statuses = try [fifo, socketPath].map {
+            try InboxProcess.run("--container", container, "deliver", $0).status
+        }
+        #expect(statuses == [66, 66])
+    }
+}
