@@ -76,7 +76,8 @@ struct RestoreCommand: Command {
         guard report.refused.isEmpty else {
             throw ContainerError(
                 .badData,
-                "refused \(report.refused.count == 1 ? "1 entry" : "\(report.refused.count) entries") of '\(archive.path)' (listed above); the rest is restored")
+                "refused \(report.refused.count == 1 ? "1 entry" : "\(report.refused.count) entries") of '\(archive.path)' (listed above); the rest is restored"
+            )
         }
     }
 }
