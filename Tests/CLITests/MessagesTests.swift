@@ -73,3 +73,21 @@ import Testing
         #expect(statuses == [66, 66])
     }
 }
+
+/// Leftovers of crashes are swept by the watcher, not only by `init` (issue 9, "Leftovers").
+@Suite struct LeftoverTests {
+    @Test func theWatcherSweepsStagingThatACrashedDeliveryLeft() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let inbox = container + "/Documents/Inbox"
+        try folder.file("container/Documents/Inbox/.inbox-staging.1.2", "half a delivery")
+        try folder.file("container/Documents/Inbox/.inbox-staging.1.3", "a delivery under way")
+        let old = Date().addingTimeInterval(-40 * 3600)
+        try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: inbox + "/.inbox-staging.1.2")
+        let watch = try InboxProcess.run("--container", container, "watch", "--once")
+        #expect(watch.status == 0, "\(watch.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: inbox) == [".inbox-staging.1.3"])
+        let deleted = logRecords(container, event: "deleted")
+        #expect(deleted.count == 1 && deleted.first?["reason"] as? String == "abandoned staging")
+    }
+}

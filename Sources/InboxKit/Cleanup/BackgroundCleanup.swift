@@ -52,8 +52,15 @@ final class BackgroundCleanup: Sendable {
 
 extension Watcher {
     /// Applies the cleanup policy of the container's preferences; a watcher holds the lock, so the app runs.
-    /// When another clean is under way (`inbox clean`), this round is skipped.
+    /// When another clean is under way (`inbox clean`), this round is skipped. Staging files that deliveries
+    /// which crashed left in the Inbox (older than `Inbox.stagingMaxAge`) go too, each logged `deleted`.
     func applyCleanupPolicy(shouldStop: @escaping () -> Bool) {
+        do throws(ContainerError) {
+            let swept = try inbox.sweepAbandonedStaging()
+            if !swept.isEmpty { report("removed \(swept.count) staging files that crashed deliveries left") }
+        } catch {
+            report("cannot sweep abandoned staging files: \(error.message)")
+        }
         do throws(ContainerError) {
             let plan = CleanupPlan(
                 container: inbox.container, policy: try Preferences.load(inbox.container), appIsRunning: true)
