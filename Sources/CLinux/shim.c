@@ -123,7 +123,8 @@ const uint64_t inbox_LANDLOCK_ACCESS_FS_MAKE_SYM = LANDLOCK_ACCESS_FS_MAKE_SYM;
 const uint64_t inbox_LANDLOCK_ACCESS_FS_REFER = LANDLOCK_ACCESS_FS_REFER;
 const uint64_t inbox_LANDLOCK_ACCESS_FS_TRUNCATE = LANDLOCK_ACCESS_FS_TRUNCATE;
 
-// MARK: - seccomp: Landlock does not cover chmod, chown, utimes, xattrs or inode flags
+// MARK: - seccomp: Landlock does not cover chmod, chown, utimes, xattrs or inode flags, nor the calls that go
+// around the file rules (ARCHITECTURE.md, "The hook sandbox")
 
 #if defined(__x86_64__)
 #define INBOX_AUDIT_ARCH AUDIT_ARCH_X86_64
@@ -191,6 +192,29 @@ int inbox_seccomp_deny_metadata_changes(void) {
         INBOX_DENY(__NR_lremovexattr),
         INBOX_DENY(__NR_fremovexattr),
         INBOX_DENY(__NR_removexattrat),
+        // Ways around the file rules: io_uring does file operations the filter never sees; ptrace and
+        // process_vm_writev reach into another process; handles open files without a path; userfaultfd and
+        // bpf are not for hooks; personality changes how later calls behave; the new mount API.
+        INBOX_DENY(__NR_io_uring_setup),
+        INBOX_DENY(__NR_io_uring_enter),
+        INBOX_DENY(__NR_io_uring_register),
+        INBOX_DENY(__NR_ptrace),
+        INBOX_DENY(__NR_process_vm_writev),
+        INBOX_DENY(__NR_process_vm_readv),
+        INBOX_DENY(__NR_name_to_handle_at),
+        INBOX_DENY(__NR_open_by_handle_at),
+        INBOX_DENY(__NR_userfaultfd),
+        INBOX_DENY(__NR_bpf),
+        INBOX_DENY(__NR_personality),
+        INBOX_DENY(__NR_open_tree),
+        INBOX_DENY(__NR_move_mount),
+        INBOX_DENY(__NR_fsopen),
+        INBOX_DENY(__NR_fsconfig),
+        INBOX_DENY(__NR_fsmount),
+        INBOX_DENY(__NR_fspick),
+        INBOX_DENY(__NR_mount_setattr),
+        INBOX_DENY(__NR_mount),
+        INBOX_DENY(__NR_umount2),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_ioctl, 0, 5),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),  // low half (little-endian)
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, INBOX_FS_IOC_SETFLAGS, 2, 0),

@@ -168,6 +168,51 @@ import Testing
         #expect(onThreads(1) { _ in unlink(path) } == [0])
     }
 
+    #if arch(x86_64)
+        /// The calls that go around the file rules are refused with EPERM inside a hook (ARCHITECTURE.md, "The
+        /// hook sandbox"); each is first made outside it, where it is not refused with EPERM (else the test cannot
+        /// tell, and says so).
+        @Test(
+            .enabled(
+                if: HookRunner.isLandlockAvailable, "the hook sandbox (Landlock and seccomp) is not available here"),
+            arguments: [
+                ("io_uring_setup", #"my $p = "\0" x 120; my $r = syscall(425, 4, $p);"#),
+                ("ptrace", "my $r = syscall(101, 2, getppid(), 0, 0);"),
+                ("process_vm_writev", "my $r = syscall(311, $$, 0, 0, 0, 0, 0);"),
+                ("name_to_handle_at", #"my $d = "."; my $r = syscall(303, -100, $d, 0, 0, 0);"#),
+                ("open_by_handle_at", "my $r = syscall(304, -1, 0, 0);"),
+                ("userfaultfd", "my $r = syscall(323, 0);"),
+                ("bpf", "my $r = syscall(321, 0, 0, 0);"),
+                ("personality", "my $r = syscall(135, 0xffffffff);"),
+                (
+                    "mount",
+                    #"my ($s, $t, $f) = ("none", "/inbox-no-such", "tmpfs"); my $r = syscall(165, $s, $t, $f, 0, 0);"#
+                ),
+                ("open_tree", #"my $e = ""; my $r = syscall(428, -1, $e, 0);"#),
+            ])
+        func aHookCannotGoAroundTheFileRules(call: String, perl: String) throws {
+            let script = perl + #" print $r < 0 ? $!+0 : "ok";"#
+            let outside = Process()
+            outside.executableURL = URL(fileURLWithPath: "/usr/bin/perl")
+            outside.arguments = ["-e", script]
+            let pipe = Pipe()
+            outside.standardOutput = pipe
+            try outside.run()
+            outside.waitUntilExit()
+            let unsandboxed = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            guard unsandboxed != "\(EPERM)" else {
+                print("skipped: \(call) is refused here even outside a hook")
+                return
+            }
+            let fixture = try HookFixture()
+            let item = try fixture.item(try #require(FileName("a.txt")), Array("precious".utf8))
+            let outcome = try fixture.run("perl -e '\(script)' > \"$OUT/result\"", item: item)
+            #expect(outcome.succeeded)
+            let result = String(decoding: try fixture.report("result"), as: UTF8.self)
+            #expect(result == "\(EPERM)", "\(call) gave \(result) in a hook, \(unsandboxed) outside")
+        }
+    #endif
+
     @Test(.enabled(if: HookRunner.isLandlockAvailable, "Landlock is not available on this kernel"))
     func aRulesetIsKeptUntilAFolderItListsChanges() throws {
         // Not in /tmp, which other tests change all the time: folders this test alone changes.

@@ -3,8 +3,8 @@ import CLinux
 import Glibc
 import Synchronization
 
-/// The sandbox of an external handler (ARCHITECTURE.md, "How an arrival flows"): no write access to the container, read
-/// and execute everywhere, writes elsewhere as usual.
+/// The sandbox of an external handler (ARCHITECTURE.md, "The hook sandbox"): no write access to the container,
+/// read and execute everywhere, writes elsewhere as usual.
 ///
 /// Landlock cannot take a right away beneath a folder it grants it on, so the ruleset handles the write
 /// rights and grants them beneath every child of `/` and of each of the container's ancestors, except the
@@ -13,7 +13,9 @@ import Synchronization
 ///
 /// Landlock does not cover chmod, chown, utimes, extended attributes or inode flags, so a seccomp filter
 /// makes those fail with EPERM, everywhere: it cannot tell a path inside the container from one outside.
-/// It also refuses every system call of another ABI (32-bit or x32 programs), whose numbers differ.
+/// It also refuses the calls that go around file rules (io_uring, ptrace, process_vm_readv/writev, file
+/// handles, userfaultfd, bpf, personality, mounts) and every system call of another ABI (32-bit or x32
+/// programs), whose numbers differ.
 ///
 /// Rules follow paths: a bind mount that shows the container somewhere else leaves it writable there.
 ///
