@@ -116,6 +116,29 @@ public final class EventLog: Sendable {
         return try writeRecords(bodies, ends: ends, durable: durable, &writer)
     }
 
+    /// Makes the next seq follow `floor` when the log's own last seq is lower (the log was truncated, replaced or
+    /// set aside since `floor` was read from it), and logs an `error` record saying so: seq never goes back, so a
+    /// watcher's checkpoint never hides records written after it.
+    func continueSeq(after floor: UInt64, because reason: String) throws(ContainerError) {
+        guard floor <= Self.maxSeq else { return }
+        try writer.withLock { writer throws(ContainerError) in
+            let lock = try takeFileLock(&writer)
+            defer { try? system_flock(lock, LOCK_UN) }
+            _ = try prepareLog(&writer)
+            guard writer.lastSeq < floor else { return }
+            let record = EncodedEvents([
+                Event(
+                    .error,
+                    [
+                        "during": .string("open the event log"),
+                        "message": .string("\(reason): its last seq was \(writer.lastSeq), it goes on after \(floor)"),
+                    ])
+            ])
+            writer.lastSeq = floor
+            _ = try writeRecords(record.bytes, ends: record.ends, durable: true, &writer)
+        }
+    }
+
     /// Takes the exclusive `flock` on `events.lock`; returns the descriptor to unlock.
     private func takeFileLock(_ writer: inout Writer) throws(ContainerError) -> CInt {
         let lock = try openLock(&writer)
@@ -132,11 +155,17 @@ public final class EventLog: Sendable {
         throws(ContainerError) -> UInt64
     {
         let log = try prepareLog(&writer)
-        let first = writer.lastSeq + 1
         var time: [UInt8] = []
         EventEncoding.appendTimestamp(.now(), to: &time)
         var buffer: [UInt8] = []
         buffer.reserveCapacity(bodies.count + ends.count * 64)
+        var seq = writer.lastSeq
+        if let notice = writer.notice {
+            seq += 1
+            EventEncoding.appendHead(seq: seq, time: time, to: &buffer)
+            buffer.append(contentsOf: notice.bytes)
+        }
+        let first = seq + 1
         var start = 0
         for (index, end) in ends.enumerated() {
             EventEncoding.appendHead(seq: first + UInt64(index), time: time, to: &buffer)
@@ -152,6 +181,7 @@ public final class EventLog: Sendable {
         }
         writer.lastSeq = first + UInt64(ends.count) - 1
         writer.size += Int64(buffer.count)
+        writer.notice = nil
         if durable {
             do {
                 try system_fsync(log)
@@ -202,7 +232,10 @@ public final class EventLog: Sendable {
             writer.log = nil
             writer.trusted = false
             writer.folderSynced = false
-            let file = try openLogFile(inode: &writer.inode)
+            guard let file = try openLogFile(inode: &writer.inode) else {
+                try setAside(&writer, because: "it is not a regular file")
+                return try prepareLog(&writer)
+            }
             log = file.rawValue
             writer.log = consume file
         }
@@ -214,30 +247,66 @@ public final class EventLog: Sendable {
         }
         if !writer.trusted || size != writer.size {
             let tail = try readTail(log, size: size)
+            if let last = tail.lastSeq, last > Self.maxSeq {
+                try setAside(&writer, because: "its last record's seq \(last) is past any real count")
+                return try prepareLog(&writer)
+            }
             writer.size = tail.end
             // An empty log continues from the newest rotated file; seq never goes back within this instance.
             var last = tail.lastSeq
-            if last == nil { last = try rotatedFiles().last?.lastSeq }
+            if last == nil { last = try rotatedFiles().last(where: { $0.lastSeq <= Self.maxSeq })?.lastSeq }
             writer.lastSeq = max(writer.lastSeq, last ?? 0)
             writer.trusted = true
         }
         return log
     }
 
-    /// Opens `events.jsonl` for appending, creating it if missing, and reports its inode.
-    private func openLogFile(inode: inout UInt64) throws(ContainerError) -> FileDescriptor {
+    /// Opens `events.jsonl` for appending, creating it if missing, and reports its inode; nil when the name
+    /// holds something else (a symbolic link, a folder, a FIFO).
+    private func openLogFile(inode: inout UInt64) throws(ContainerError) -> FileDescriptor? {
         do {
             let file = try FileDescriptor(
-                at: folder, Self.logName, [.readWrite, .append, .create, .noFollow], mode: 0o644)
+                at: folder, Self.logName, [.readWrite, .append, .create, .noFollow, .nonBlocking], mode: 0o644)
             let status = try file.fileStatus()
-            if status.kind == .regular {
-                inode = status.inode
-                return file
-            }
+            guard status.kind == .regular else { return nil }
+            inode = status.inode
+            return file
+        } catch .tooManySymbolicLinks, .isDirectory, .notDirectory {
+            return nil
         } catch {
             throw error.failure("open the event log", logPath)
         }
-        throw ContainerError(.badData, "cannot append to '\(logPath)': it is not a regular file")
+    }
+
+    /// The highest seq a log may hold: past it (2^53, the largest whole number every JSON reader keeps exact)
+    /// a record can only be crafted or damaged, and counting on would overflow.
+    static let maxSeq: UInt64 = 1 << 53
+
+    /// Under the lock: renames a damaged `events.jsonl` aside (`events.jsonl.damaged-<time>`, which no reader
+    /// reads) and notes the `error` record that opens the new one. The next start of a watcher makes its seq
+    /// follow the checkpoint's again (`continueSeq`).
+    private func setAside(_ writer: inout Writer, because reason: String) throws(ContainerError) {
+        let stamp = FileName("\(Self.logName).damaged-\(Timestamp.now().seconds)").unsafelyUnwrapped
+        let aside: FileName
+        do {
+            aside = try ClashNaming.inbox.firstFree(for: stamp) { candidate throws(Errno) in
+                try system_renameat2(folder, Self.logName, folder, candidate, .noReplace)
+            }
+            try system_fsync(folder)
+        } catch {
+            throw error.failure("set aside the damaged event log", logPath)
+        }
+        writer.log = nil
+        writer.trusted = false
+        writer.size = 0
+        writer.notice = EncodedEvents([
+            Event(
+                .error,
+                [
+                    "during": .string("open the event log"), "path": .string(aside.string),
+                    "message": .string("the event log was set aside as '\(aside)': \(reason)"),
+                ])
+        ])
     }
 
     /// Cuts a last line that has no newline (a write torn by a crash) and finds the seq of the last
@@ -324,6 +393,8 @@ private struct Writer: ~Copyable {
     var trusted = false
     /// Whether the folder was fsynced since `log` was opened, so that its name is durable too.
     var folderSynced = false
+    /// A record to write before the next ones: why the log before this one was set aside.
+    var notice: EncodedEvents?
 }
 
 // MARK: - Files

@@ -22,7 +22,18 @@ extension ArrivalPipeline {
         }
         try commit(putBack, durable: false)
         var pending: [Identity: (name: FileName, disposition: Disposition)] = [:]
-        let since = loadCheckpoint { id, name, disposition in pending[id] = (name, disposition) }
+        var since = loadCheckpoint { id, name, disposition in pending[id] = (name, disposition) }
+        if since > EventLog.maxSeq {
+            // Crafted or damaged: set aside, and the whole log read instead.
+            try setAsideCheckpoint(because: "its seq \(since) is past any real count")
+            arrived.removeAll()
+            pending.removeAll()
+            lastSeq = 0
+            since = 0
+        }
+        // A log truncated or replaced since the checkpoint goes on after it, so that nothing logged from now on
+        // hides behind the checkpoint's seq.
+        try inbox.log.continueSeq(after: since, because: "the event log is behind the watcher's checkpoint")
         for record in try inbox.log.records(since: since) {
             lastSeq = max(lastSeq, record.seq)
             guard let id = record.fields["id"].flatMap(Identity.init(text:)) else { continue }
@@ -109,6 +120,25 @@ extension ArrivalPipeline {
         }
         lastSeq = seq
         return seq
+    }
+
+    /// Renames a damaged checkpoint aside (`arrived.checkpoint.damaged`) and logs why.
+    private func setAsideCheckpoint(because reason: String) throws(ContainerError) {
+        let aside = checkpointPath + ".damaged"
+        do {
+            try system_renameat2(currentDirectory, checkpointPath, currentDirectory, aside, [])
+        } catch {
+            throw error.failure("set aside the damaged checkpoint", checkpointPath)
+        }
+        try commit(
+            [
+                Event(
+                    .error,
+                    [
+                        "during": .string("read the checkpoint"), "path": .string(aside),
+                        "message": .string("the checkpoint was set aside as '\(aside)': \(reason)"),
+                    ])
+            ], durable: true)
     }
 
     /// Writes the checkpoint atomically: a temporary file, fsynced, renamed over the old one. It holds the seq,
