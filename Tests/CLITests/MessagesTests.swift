@@ -91,3 +91,55 @@ import Testing
         #expect(deleted.count == 1 && deleted.first?["reason"] as? String == "abandoned staging")
     }
 }
+
+/// Init and backup replace only what is theirs (issue 9).
+@Suite struct ReplaceOnlyOwnTests {
+    @Test func aBackupNeverReplacesADeviceAFIFOOrALink() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let fifo = folder.path + "/fifo.tar"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let target = try folder.file("precious.txt", "precious")
+        let link = folder.path + "/link.tar"
+        #expect(symlink(target, link) == 0)
+        var paths = [fifo, link]
+        let device = folder.path + "/null.tar"
+        if mknod(device, S_IFCHR | 0o644, dev_t((1 << 8) | 3)) == 0 {  // 1:3, /dev/null
+            paths.append(device)
+        } else {
+            print("skipped the device node: mknod is not allowed here")
+        }
+        for path in paths {
+            let backup = try InboxProcess.run("--container", container, "backup", "--to", path)
+            #expect(backup.status == 77, "\(path): \(backup.stderr)")
+            #expect(backup.stderr.contains("not a regular file"))
+        }
+        var status = stat()
+        #expect(lstat(fifo, &status) == 0 && status.st_mode & S_IFMT == S_IFIFO)
+        #expect(lstat(link, &status) == 0 && status.st_mode & S_IFMT == S_IFLNK)
+        #expect(FileManager.default.contents(atPath: target) == Data("precious".utf8))
+        if paths.count == 3 { #expect(lstat(device, &status) == 0 && status.st_mode & S_IFMT == S_IFCHR) }
+        let regular = try folder.file("old.tar", "an old backup")
+        #expect(try InboxProcess.run("--container", container, "backup", "--to", regular).status == 0)
+        #expect(FileManager.default.contents(atPath: regular) != Data("an old backup".utf8), "replaced")
+    }
+
+    @Test func aSecondWatcherNamesTheFirstEvenAtItsStart() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        // Holds the lock as a watcher does in the moment before it writes its pid.
+        let lock = open(
+            container + "/Library/Application Support/inbox/watch.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        defer { close(lock) }
+        #expect(flock(lock, LOCK_EX) == 0)
+        let writer = Thread {
+            usleep(200_000)
+            let text = Array("424242\n".utf8)
+            _ = text.withUnsafeBytes { pwrite(lock, $0.baseAddress, $0.count, 0) }
+        }
+        writer.start()
+        let second = try InboxProcess.run("--container", container, "watch")
+        #expect(second.status == 75)
+        #expect(second.stderr.contains("pid 424242"), "\(second.stderr)")
+    }
+}

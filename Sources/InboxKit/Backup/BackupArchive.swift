@@ -40,6 +40,7 @@ public struct BackupArchive: Sendable {
             try FileDescriptor(folderPath, [.directory])
         }
         let folderFD = folder.rawValue
+        try refuseUnlessReplaceable(name, in: folderFD, shown: shown)
         let temporary = FileName(".inbox-backup-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).partial") ?? name
         let file = try open(shown, "create the backup") { () throws(Errno) in
             try FileDescriptor(at: folderFD, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600)
@@ -77,14 +78,43 @@ public struct BackupArchive: Sendable {
         try writer.close()
         do {
             try file.sync()
-            try system_renameat2(folderFD, temporary, folderFD, name, [])
-            finished = true
+        } catch {
+            throw error.failure("finish the backup", shown)
+        }
+        // A new name, or over a regular file only: never over a device node, a FIFO, a link or a folder.
+        do {
+            try system_renameat2(folderFD, temporary, folderFD, name, .noReplace)
+        } catch .fileExists {
+            try refuseUnlessReplaceable(name, in: folderFD, shown: shown)
+            do {
+                try system_renameat2(folderFD, temporary, folderFD, name, [])
+            } catch {
+                throw error.failure("finish the backup", shown)
+            }
+        } catch {
+            throw error.failure("finish the backup", shown)
+        }
+        finished = true
+        do {
             try folder.sync()
         } catch {
             throw error.failure("finish the backup", shown)
         }
         return BackupSummary(
             path: shown, files: counts.files, folders: counts.folders, links: counts.links, bytes: counts.bytes)
+    }
+
+    /// Refuses (exit status 77) a name that holds anything but a regular file: a backup writes a new file or
+    /// replaces a regular one.
+    private func refuseUnlessReplaceable(_ name: FileName, in folder: CInt, shown: String) throws(ContainerError) {
+        let existing: FileStatus?
+        do {
+            existing = try fileStatusIfPresent(in: folder, name)
+        } catch {
+            throw error.failure("look at", shown)
+        }
+        guard let existing, existing.kind != .regular else { return }
+        throw ContainerError(.refused, "'\(shown)' is not a regular file: a backup replaces only a regular file")
     }
 
     private func open(_ shown: String, _ doing: String, _ body: () throws(Errno) -> FileDescriptor)

@@ -20,20 +20,32 @@ final class WatcherLock {
         do {
             try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
         } catch .wouldBlock {
-            let holder = (try? file.readToEnd()).map { String(decoding: $0, as: UTF8.self) } ?? ""
-            let pid = holder.trimmingCharacters(in: .whitespacesAndNewlines)
-            throw ContainerError(
-                .busy, "another watcher (pid \(pid.isEmpty ? "unknown" : pid)) holds '\(container.root)'; stop it first"
-            )
+            let pid = Self.writtenPid(file.rawValue).map(String.init) ?? "unknown"
+            throw ContainerError(.busy, "another watcher (pid \(pid)) holds '\(container.root)'; stop it first")
         } catch {
             throw error.failure("lock", path)
         }
         do {
-            try system_ftruncate(file.rawValue, 0)
-            _ = try system_pwrite(file.rawValue, Array("\(getpid())\n".utf8), at: 0)
+            // Written over the old pid, then cut to length: the file is never empty for a reader.
+            let text = Array("\(getpid())\n".utf8)
+            _ = try system_pwrite(file.rawValue, text, at: 0)
+            try system_ftruncate(file.rawValue, Int64(text.count))
         } catch {
             throw error.failure("write the watcher pid to", path)
         }
+    }
+
+    /// The pid in the lock file; a watcher that has just taken the lock writes it a moment later, so it is
+    /// waited for (a second at most).
+    private static func writtenPid(_ fd: CInt) -> Int32? {
+        for _ in 0..<50 {
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let count = (try? buffer.withUnsafeMutableBytes { raw in try system_pread(fd, into: raw, at: 0) }) ?? 0
+            let text = String(decoding: buffer[..<count], as: UTF8.self)
+            if let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0 { return pid }
+            usleep(20_000)
+        }
+        return nil
     }
 
     /// The pid of the watcher holding the container's lock, or nil when none runs.
