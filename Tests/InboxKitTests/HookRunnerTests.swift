@@ -101,6 +101,20 @@ import Testing
         }
     }
 
+    @Test func aHookIsDecidedOnItsOwnExitNotOnWhatItLeftRunning() throws {
+        let fixture = try HookFixture()
+        let item = try fixture.item(try #require(FileName("a.txt")), [1])
+        let started = ContinuousClock.now
+        let outcome = try fixture.run(#"sleep 20 & echo $! > "$OUT/pid"; echo move"#, item: item, timeout: .seconds(15))
+        let elapsed = ContinuousClock.now - started
+        #expect(outcome.succeeded && !outcome.timedOut && outcome.exitStatus == 0, "\(outcome)")
+        #expect(outcome.disposition == .move)
+        #expect(elapsed < .seconds(10), "waited for the background sleep: \(elapsed)")
+        let text = String(decoding: try fixture.report("pid"), as: UTF8.self)
+        let pid = try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(waitUntil(seconds: 10) { isGone(pid) }, "what the hook left running, \(pid), outlived it")
+    }
+
     // MARK: - Descriptors
 
     @Test func noDescriptorIsInheritedButTheThreeStreams() throws {

@@ -9,22 +9,40 @@ struct HookOutput {
     var disposition: Disposition? { firstWord.disposition }
     var stderrTail: String { tail.text }
 
+    /// How reading a hook's output ended.
+    enum End {
+        /// Both pipes closed and the hook exited.
+        case finished
+        /// The hook exited, and what it left running still holds a pipe: its word is what it printed by then.
+        case exitedLeavingOthers
+        /// The deadline came first.
+        case timedOut
+    }
+
+    /// How long the pipes are read once the hook itself has exited, for what it wrote just before.
+    static let drainAfterExit: Duration = .milliseconds(100)
+
     /// Reads both pipes until they have closed and `exited` (a pidfd, or -1 to wait for the pipes only) has
-    /// polled readable, or until `deadline`; whether the deadline came first. Sleeps in poll, never spins.
+    /// polled readable, or until `deadline`. The hook's own exit decides: once it has exited, the pipes are read
+    /// for `drainAfterExit` more, not until whatever it started lets go of them. Sleeps in poll, never spins.
     mutating func collect(stdout: CInt, stderr: CInt, exited: CInt, until deadline: ContinuousClock.Instant)
-        throws(Errno) -> Bool
+        throws(Errno) -> End
     {
         var fds = [stdout, stderr, exited].map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var end = deadline
+        var hasExited = false
         while fds.contains(where: { $0.fd >= 0 }) {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            if remaining <= .zero { return true }
+            let remaining = ContinuousClock.now.duration(to: end)
+            if remaining <= .zero { return hasExited ? .exitedLeavingOthers : .timedOut }
             // poll ignores negative descriptors: those are done.
             if try system_poll(&fds, timeout: Self.milliseconds(remaining)) == 0 { continue }
             for index in fds.indices where fds[index].fd >= 0 && fds[index].revents != 0 {
                 let fd = fds[index].fd
                 if fd == exited {
                     fds[index].fd = -1
+                    hasExited = true
+                    end = min(end, .now + Self.drainAfterExit)
                     continue
                 }
                 let count = try buffer.withUnsafeMutableBytes { raw in
@@ -40,7 +58,7 @@ struct HookOutput {
                 }
             }
         }
-        return false
+        return .finished
     }
 
     /// `duration` in whole milliseconds, rounded up so that poll never wakes just before the deadline.

@@ -121,17 +121,18 @@ public struct HookRunner: Sendable {
         let exited = (try? system_pidfd_open(pid)) ?? -1
         defer { if exited >= 0 { try? system_close(exited) } }
         var output = HookOutput()
-        let timedOut: Bool
+        var end = HookOutput.End.finished
         var failure: Errno? = nil
         do {
-            timedOut = try output.collect(
+            end = try output.collect(
                 stdout: hook.stdout.rawValue, stderr: hook.stderr.rawValue, exited: exited,
                 until: .now + min(timeout, .seconds(365 * 24 * 3600)))
         } catch {
-            timedOut = false
             failure = error
         }
-        if timedOut || failure != nil {
+        let timedOut = end == .timedOut
+        if end != .finished || failure != nil {
+            // Timed out, or exited leaving others behind in its group: they go with it.
             // The group leader is not reaped yet, so its group id cannot have been reused.
             do {
                 try system_kill(-pid, SIGKILL)
