@@ -143,3 +143,22 @@ import Testing
         #expect(second.stderr.contains("pid 424242"), "\(second.stderr)")
     }
 }
+
+extension LeftoverTests {
+    @Test func aBackupRemovesWhatKilledBackupsLeftBesideIt() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        // A process that has ended: its pid names no one now.
+        var child: pid_t = 0
+        var argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
+        defer { argv.forEach { free($0) } }
+        #expect(posix_spawn(&child, "/bin/true", nil, nil, &argv, environ) == 0)
+        var status: CInt = 0
+        waitpid(child, &status, 0)
+        let dead = try folder.file(".inbox-backup-\(child)-7.partial", "half an archive")
+        let alive = try folder.file(".inbox-backup-\(getpid())-8.partial", "an archive being written")
+        #expect(try InboxProcess.run("--container", container, "backup", "--to", folder.path + "/b.tar").status == 0)
+        #expect(!FileManager.default.fileExists(atPath: dead), "a killed backup's leftover is removed")
+        #expect(FileManager.default.fileExists(atPath: alive), "a backup under way is left alone")
+    }
+}

@@ -41,6 +41,7 @@ public struct BackupArchive: Sendable {
         }
         let folderFD = folder.rawValue
         try refuseUnlessReplaceable(name, in: folderFD, shown: shown)
+        Self.removePartialsOfDeadBackups(in: folderFD)
         let temporary = FileName(".inbox-backup-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).partial") ?? name
         let file = try open(shown, "create the backup") { () throws(Errno) in
             try FileDescriptor(at: folderFD, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600)
@@ -102,6 +103,21 @@ public struct BackupArchive: Sendable {
         }
         return BackupSummary(
             path: shown, files: counts.files, folders: counts.folders, links: counts.links, bytes: counts.bytes)
+    }
+
+    /// Removes the `.inbox-backup-<pid>-<n>.partial` files that backups killed before their end left in
+    /// `folder`: those whose process is gone. A failure leaves a partial file for the next backup to try.
+    static func removePartialsOfDeadBackups(in folder: CInt) {
+        guard let names = try? FileDescriptor(at: folder, ".", [.directory]).entries() else { return }
+        for name in names {
+            let text = name.string
+            guard text.hasPrefix(".inbox-backup-"), text.hasSuffix(".partial"),
+                let pid = pid_t(text.dropFirst(".inbox-backup-".count).prefix(while: \.isNumber)), pid > 0,
+                kill(pid, 0) == -1, errno == ESRCH,
+                (try? fileStatus(in: folder, name))?.kind == .regular
+            else { continue }
+            try? system_unlinkat(folder, name)
+        }
     }
 
     /// Refuses (exit status 77) a name that holds anything but a regular file: a backup writes a new file or
