@@ -151,7 +151,7 @@ extension LeftoverTests {
         // A process that has ended: its pid names no one now.
         var child: pid_t = 0
         var argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
-        defer { argv.forEach { free($0) } }
+        defer { for pointer in argv { free(pointer) } }
         #expect(posix_spawn(&child, "/bin/true", nil, nil, &argv, environ) == 0)
         var status: CInt = 0
         waitpid(child, &status, 0)
