@@ -71,6 +71,8 @@ import Testing
             defer { try? original.write(toFile: limitPath, atomically: false, encoding: .utf8) }
             watcher = try RunningWatcher(container)
         }
+        // The start-up scan first: a rescan still pending would absorb the overflow's.
+        #expect(waitUntil { !logRecords(container, event: "rescan").isEmpty })
         // Stop the watcher from reading while the burst lands, so the small queue surely overflows.
         kill(watcher.child.pid, SIGSTOP)
         try renameAll(from: folder.path + "/staging", into: container + "/Documents/Inbox")
