@@ -14,7 +14,7 @@ struct Mover {
     let inboxFolder: SharedDescriptor
     let documents: SharedDescriptor
 
-    /// Moves `name`, which was `expected` when it was decided on. Returns the name it took in Documents, or nil
+    /// Moves `name`, which was `expected` when it was decided on. Returns where it went in Documents, or nil
     /// when another file had taken `name` meanwhile (that file is left in the Inbox). Throws ENOENT when the
     /// item is gone, and every other failure, the item then still in the Inbox.
     ///
