@@ -162,3 +162,42 @@ extension LeftoverTests {
         #expect(FileManager.default.fileExists(atPath: alive), "a backup under way is left alone")
     }
 }
+
+/// A backup never holds the move journal, and a restore refuses an archive's intents (issue 9).
+@Suite struct JournalInArchiveTests {
+    @Test func aRestoreRefusesAMoveJournalIntent() throws {
+        let folder = try TemporaryFolder()
+        let archive = folder.path + "/crafted.tar"
+        let script = """
+            import io, sys, tarfile
+            with tarfile.open(sys.argv[1], "w", format=tarfile.PAX_FORMAT) as tar:
+                for path, data in [("Documents/letter.txt", b"dear"),
+                                   ("Library/Application Support/inbox/journal/x.intent", b"name aW52b2ljZS5wZGY=\\n")]:
+                    info = tarfile.TarInfo(path); info.size = len(data); info.mode = 0o644
+                    tar.addfile(info, io.BytesIO(data))
+            """
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        python.arguments = ["python3", "-c", script, archive]
+        try python.run()
+        python.waitUntilExit()
+        #expect(python.terminationStatus == 0)
+        let container = try folder.container()
+        let restore = try InboxProcess.run("--container", container, "restore", archive)
+        #expect(restore.status == 65, "\(restore.stderr)")
+        #expect(restore.stderr.contains("move journal intent"))
+        #expect(
+            !FileManager.default.fileExists(atPath: container + "/Library/Application Support/inbox/journal/x.intent"))
+        #expect(FileManager.default.contents(atPath: container + "/Documents/letter.txt") == Data("dear".utf8))
+    }
+
+    @Test func aBackupLeavesTheMoveJournalOut() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let journal = container + "/Library/Application Support/inbox/journal"
+        try FileManager.default.createDirectory(atPath: journal, withIntermediateDirectories: true)
+        try Data("name eA==\n".utf8).write(to: URL(fileURLWithPath: journal + "/a.intent"))
+        let plan = try InboxProcess.run("--container", container, "backup-plan")
+        #expect(plan.stdoutText.contains("- Library/Application Support/inbox/journal/a.intent"), "\(plan.stdoutText)")
+    }
+}

@@ -81,3 +81,29 @@ import Testing
         #expect(try inbox.log.records(kinds: ["error"]).contains { $0.fields["during"] == "read the checkpoint" })
     }
 }
+
+/// A move journal intent that no mover of ours wrote (a restored archive could hold one) is never acted on.
+@Suite struct ForeignIntentTests {
+    @Test func anIntentClaimingAnItemByItsOwnNameIsSetAsideAndTheItemKept() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try scratch.inbox.deliver(data: Data("the real invoice".utf8), suggestedName: "invoice.pdf")
+        try makeFile(scratch.documentsPath("decoy.txt"), Array("decoy".utf8))
+        let journal = MoveJournal(container: scratch.container)
+        do {
+            let invoice = try #require(FileName("invoice.pdf"))
+            let record = try journal.begin(MoveJournal.Intent(name: invoice, claim: invoice))
+            try journal.note("linked", try #require(FileName("decoy.txt")), in: record)
+        }  // the record goes: as if its mover had died
+        scratch.inbox.recoverInterruptedMoves()
+        #expect(try readFile(scratch.inboxPath("invoice.pdf")) == Array("the real invoice".utf8))
+        #expect(try readFile(scratch.documentsPath("decoy.txt")) == Array("decoy".utf8))
+        #expect(try scratch.inbox.log.records(kinds: ["moved", "recovered"]).isEmpty, "the log claims nothing")
+        #expect(try scratch.inbox.log.records(kinds: ["error"]).count == 1)
+        let left = try FileDescriptor(journal.directory, [.directory]).entries().map(\.string)
+        #expect(left.count == 1 && left[0].hasSuffix(".intent.refused"), "\(left)")
+        // Not acted on, nor reported, again.
+        scratch.inbox.recoverInterruptedMoves()
+        #expect(try scratch.inbox.log.records(kinds: ["error"]).count == 1)
+    }
+}

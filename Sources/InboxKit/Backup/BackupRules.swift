@@ -25,13 +25,21 @@ enum BackupRules {
         Array(components.map(\.bytes).joined(separator: [0x2F]))
     }
 
-    /// Whether inbox re-creates this path by itself, so a backup need not hold it.
+    /// Whether inbox re-creates this path by itself, so a backup need not hold it. The move journal's intents
+    /// name files of the container they were written in, by name and inode: they mean nothing elsewhere.
     static func isRecreated(_ components: [FileName], kind: FileKind) -> Bool {
+        if isJournalEntry(components) { return true }
         guard components.count == stateComponents.count + 1, components.starts(with: stateComponents),
             let name = components.last
         else { return false }
         return (kind == .regular && recreatedStateFiles.contains(name.bytes))
             || (kind == .directory && name.bytes == journalFolder)
+    }
+
+    /// Whether this is an entry of the move journal's folder.
+    static func isJournalEntry(_ components: [FileName]) -> Bool {
+        components.count == stateComponents.count + 2 && components.starts(with: stateComponents)
+            && components[stateComponents.count].bytes == journalFolder
     }
 
     static let inboxComponents = components(Place.inbox.relativePath(appName: ""))
@@ -163,6 +171,10 @@ enum RestoreRules {
         if place == .bundle { return .refuse("in the app bundle, which is sealed and never restored") }
         if kind != .directory, isPlaceFolder(components, appName: appName) {
             return .refuse("the folder of a place, which must be a folder")
+        }
+        if BackupRules.isJournalEntry(components) {
+            // An archive inbox wrote holds none: a crafted one would make recovery act on files it names.
+            return .refuse("a move journal intent, which names files of the container it was written in")
         }
         if !place.rules.isBackedUp || BackupRules.isRecreated(components, kind: kind)
             || BackupRules.isDeliveryInProgress(components, kind: kind)

@@ -5,7 +5,8 @@ extension Inbox {
     /// Settles the moves whose process died (see `MoveJournal`): a move that reached Documents is finished and
     /// logged `moved` (reason `recovered`) unless its record was written; a copy that did not get that far is
     /// rolled back, the item under its name in the Inbox again (logged `recovered`). An intent that cannot be
-    /// settled now (a folder cannot be opened, a rename fails) stays for the next try.
+    /// settled now (a folder cannot be opened, a rename fails) stays for the next try; one that no mover of ours
+    /// wrote is set aside (`<name>.intent.refused`), untouched and never acted on.
     public func recoverInterruptedMoves() {
         let journal = MoveJournal(container: container)
         journal.forEachAbandoned { intent, record in
@@ -16,6 +17,7 @@ extension Inbox {
                 try settle(intent, inboxFolder: inboxFolder, documents: documents)
                 try? journal.end(record)  // settled: an intent left behind is settled again, harmlessly
             } catch {
+                if error.code == .badData { try? journal.setAside(record) }
                 _ = try? log.append(
                     Event(
                         .error,
@@ -30,6 +32,7 @@ extension Inbox {
     private func settle(
         _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
     ) throws(ContainerError) {
+        try refuseUnlessOwn(intent, inboxFolder: inboxFolder)
         if let claim = intent.claim, try present(claim, in: inboxFolder, intent) {
             if let done = try completedCopy(intent, claim: claim, inboxFolder: inboxFolder, documents: documents) {
                 do {
@@ -58,6 +61,29 @@ extension Inbox {
             try logRecoveredMove(intent, to: linked)
         } else if intent.claim == nil, let moved = find(identity, in: documents, near: intent.name) {
             try logRecoveredMove(intent, to: moved)
+        }
+    }
+
+    /// An intent is acted on only if a mover of ours could have written it: its claim is a claim name, and the
+    /// claimed file is the item it names (device and inode). Anything else (a crafted or foreign intent, as a
+    /// restored archive could hold) would make recovery unlink or rename a file it never claimed.
+    private func refuseUnlessOwn(_ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor)
+        throws(ContainerError)
+    {
+        guard let claim = intent.claim else { return }
+        let shown = "the move journal intent for '\(itemPath(intent.name))'"
+        guard claim.bytes.starts(with: Mover.claimPrefix), !claim.bytes.contains(0x2F) else {
+            throw ContainerError(.badData, "\(shown) claims '\(claim)', which no mover names a claim: not acted on")
+        }
+        guard let identity = intent.identity else { return }
+        let status: FileStatus?
+        do {
+            status = try fileStatusIfPresent(in: inboxFolder.rawValue, claim)
+        } catch {
+            throw error.failure("settle the move of", itemPath(intent.name))
+        }
+        if let status, !identity.isSameFile(as: status) {
+            throw ContainerError(.badData, "\(shown) claims '\(claim)', which is another file: not acted on")
         }
     }
 

@@ -70,6 +70,12 @@ struct MoveJournal {
         try system_unlinkat(currentDirectory, directory + "/" + record.recordName.string)
     }
 
+    /// Renames an intent that must not be acted on to `<name>.refused`, which recovery never reads.
+    func setAside(_ record: Record) throws(Errno) {
+        let path = directory + "/" + record.recordName.string
+        try system_renameat2(currentDirectory, path, currentDirectory, path + ".refused", .noReplace)
+    }
+
     /// Calls `body` with each intent whose mover is gone, locked for the caller, and its record to `end`.
     func forEachAbandoned(_ body: (Intent, Record) -> Void) {
         guard let folder = try? FileDescriptor(directory, [.directory]), let names = try? folder.entries() else {

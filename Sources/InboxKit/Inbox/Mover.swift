@@ -57,6 +57,9 @@ struct Mover {
         return true
     }
 
+    /// The name a copy claims its item under: `.inbox-claim.<pid>.<random>`.
+    static let claimPrefix = Array(".inbox-claim.".utf8)
+
     /// Where a deletion puts an item just before unlinking it: `.inbox-delete.<name>`. Hidden, so the watcher
     /// leaves it alone; one a crash left there goes back under its name at the next start.
     private static let deletingPrefix = Array(".inbox-delete.".utf8)
@@ -103,7 +106,8 @@ struct Mover {
     /// noted in the journal intent first.
     private func copy(_ name: FileName, expected: FileStatus, intent: MoveJournal.Record?) throws(Errno) -> Moved? {
         let journal = MoveJournal(container: inbox.container)
-        let claim = FileName(".inbox-claim.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") ?? name
+        let claim =
+            FileName(bytes: Self.claimPrefix + Array("\(getpid()).\(UInt64.random(in: 0...UInt64.max))".utf8)) ?? name
         let record: MoveJournal.Record
         if let intent {
             try journal.note("claim", claim, in: intent)
