@@ -227,3 +227,26 @@ func chattr(_ flag: String, _ path: String) -> Bool {
         }
     }
 }
+
+/// The watcher's cleanup never deletes what it has not handled yet (issue 9).
+@Suite struct CleanupAndArrivalsTests {
+    @Test func theStartUpCleanWaitsForTheStartUpScan() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let plist = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <plist version="1.0"><dict><key>inboxMaxBytes</key><integer>1000</integer></dict></plist>
+            """
+        try Data(plist.utf8).write(to: URL(fileURLWithPath: container + "/Library/Preferences/inbox.plist"))
+        let files = try (0..<3).map { try folder.file("big\($0).bin", String(repeating: "\($0)", count: 800)) }
+        #expect(
+            try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
+        // A hook that takes its time: the clean must not go ahead of the arrivals it decides on.
+        let watch = try InboxProcess.run(
+            "--container", container, "watch", "--once", "--exec", "sleep 0.3; echo move", "--jobs", "1")
+        #expect(watch.status == 0, "\(watch.stderr)")
+        #expect(logRecords(container, event: "deleted").isEmpty, "the clean deleted arrivals it had not seen handled")
+        #expect(logRecords(container, event: "moved").count == 3)
+        for index in 0..<3 { #expect(FileManager.default.fileExists(atPath: container + "/Documents/big\(index).bin")) }
+    }
+}

@@ -128,7 +128,9 @@ public final class Watcher: Sendable {
             events?.stop()
             continuation.finish()
         }
-        let cleanup = options.cleanInterval.map { BackgroundCleanup.start(self, interval: $0, once: options.once) }
+        // The cleanup policy starts once the start-up scan has handled the Inbox: it never deletes an item that
+        // has not arrived, nor one whose move was just decided.
+        var cleanup: BackgroundCleanup?
         defer { cleanup?.finish(waiting: false) }
         queue.requestRescan("start-up")
         let started = ContinuousClock.now
@@ -154,6 +156,9 @@ public final class Watcher: Sendable {
             if let reason, !queue.isStopped {
                 try pipeline.scan(reason: reason, stop: { queue.isStopped }, handle: handle)
                 nextRescan = .now + options.rescanInterval
+                if cleanup == nil, !queue.isStopped, let interval = options.cleanInterval {
+                    cleanup = BackgroundCleanup.start(self, interval: interval, once: options.once)
+                }
             }
             if queue.isStopped { break }
             // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
