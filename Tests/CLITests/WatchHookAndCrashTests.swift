@@ -97,4 +97,45 @@ import Testing
         let moved = logRecords(container, event: "moved").compactMap { $0["from"] as? String }
         #expect(moved.count == 5_000 && Set(moved).count == 5_000, "each moved once: \(moved.count)")
     }
+
+    @Test func afterTwoKill9sWhileHooksRunNoHookIsAskedTwiceAndNothingIsLost() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let count = 300
+        try writeFiles(count, in: folder.path + "/staging", prefix: "hook")
+        // Each run leaves a line beside the container, where Landlock lets the hook write.
+        let runs = try folder.file("outside/runs", "")
+        let hook = ["--jobs", "4", "--exec", "echo \"$INBOX_NAME\" >> \(runs); sleep 0.02; echo move"]
+        func runCount() -> Int {
+            ((try? String(contentsOfFile: runs, encoding: .utf8)) ?? "").split(separator: "\n").count
+        }
+        var watcher = try RunningWatcher(container, hook)
+        try renameAll(from: folder.path + "/staging", into: container + "/Documents/Inbox")
+        for threshold in [40, 120] {
+            #expect(waitUntil { runCount() >= threshold }, "the hooks ran")
+            watcher.kill9()
+            if threshold == 40 { watcher = try RunningWatcher(container, hook) }
+        }
+        let last = try InboxProcess.run((["--container", container, "watch", "--once"] + hook).map { Array($0.utf8) })
+        #expect(last.status == 0, "\(last.stderr)")
+
+        let lines = try String(contentsOfFile: runs, encoding: .utf8).split(separator: "\n").map(String.init)
+        #expect(Set(lines).count == lines.count, "no hook ran twice: \(lines.count - Set(lines).count) repeats")
+        let inbox = try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox")
+        let documents = try FileManager.default.contentsOfDirectory(atPath: container + "/Documents").filter {
+            $0 != "Inbox"
+        }
+        #expect(Set(inbox + documents) == Set((0..<count).map { "hook\($0).txt" }), "each file once, none lost")
+        #expect(inbox.count + documents.count == count)
+        let handled = logRecords(container, event: "handled")
+        let paths = handled.compactMap { $0["path"] as? String }
+        #expect(paths.count == count && Set(paths).count == count, "one answer for each arrival: \(paths.count)")
+        // What a kill cut off is kept, and says so; everything else went where its hook said.
+        let interrupted = handled.filter { $0["interrupted"] as? Bool == true }
+        #expect(!interrupted.isEmpty, "the kills cut off some answers")
+        #expect(interrupted.allSatisfy { $0["disposition"] as? String == "keep" && $0["id"] != nil })
+        #expect(Set(interrupted.compactMap { $0["path"] as? String }) == Set(inbox.map { "Documents/Inbox/" + $0 }))
+        let moved = logRecords(container, event: "moved").compactMap { $0["from"] as? String }
+        #expect(Set(moved) == Set(documents.map { "Documents/Inbox/" + $0 }) && moved.count == documents.count)
+    }
 }

@@ -1,6 +1,7 @@
 import AppContainer
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import InboxKit
@@ -246,5 +247,53 @@ import Testing
         #expect(try scratch.inboxEntries() == [])
         #expect(try copies(of: bytes, in: scratch) == 1)
         #expect(try scratch.journalEntries() == [])
+    }
+
+    /// Counts what a library handler is asked, and moves everything.
+    final class CountingHandler: ArrivalHandler, Sendable {
+        let asked = Mutex<[String]>([])
+        func handle(_ arrival: Arrival) -> Disposition {
+            asked.withLock { $0.append(arrival.item.name.string) }
+            return .move
+        }
+    }
+
+    @Test func aHandlerAskedBeforeACrashIsNeverAskedAgain() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try scratch.inbox.deliver(data: Data("cut off\n".utf8), suggestedName: "asked.txt")
+        _ = try scratch.inbox.deliver(data: Data("answered\n".utf8), suggestedName: "answered.txt")
+        _ = try scratch.inbox.deliver(data: Data("new\n".utf8), suggestedName: "new.txt")
+        func record(_ kind: EventKind, _ item: String, _ more: [(key: String, value: EventValue)]) throws -> Event {
+            let path = scratch.inbox.loggedPath(.inbox, try name(item))
+            let id = Identity(try status(scratch.inboxPath(item))).text
+            var event = Event(kind, ["path": .path(path), "id": .string(id)])
+            event.fields += more
+            return event
+        }
+        // What a crash leaves: both asked, one answer logged, nothing moved yet.
+        _ = try scratch.inbox.log.append(
+            [
+                try record(.arrived, "asked.txt", [("handler", .string("library"))]),
+                try record(.arrived, "answered.txt", [("handler", .string("library"))]),
+                try record(
+                    .handled, "answered.txt", [("handler", .string("library")), ("disposition", .string("move"))]),
+            ], durable: true)
+        let handler = CountingHandler()
+        var options = WatchOptions()
+        options.once = true
+        try Watcher(inbox: scratch.inbox, options: options, handler: handler).run()
+
+        #expect(handler.asked.withLock { $0 } == ["new.txt"], "only the new arrival is asked")
+        #expect(try scratch.inboxEntries() == ["asked.txt"], "kept: its answer never reached the log")
+        #expect(try scratch.documentsEntries().sorted() == ["answered.txt", "new.txt"])
+        let handled = try scratch.inbox.log.records(kinds: ["handled"])
+        let interrupted = handled.filter { $0.fields["interrupted"] == "true" }
+        #expect(interrupted.map { $0.fields["path"] } == ["Documents/Inbox/asked.txt"])
+        #expect(interrupted.first?.fields["disposition"] == "keep")
+        let moved = try scratch.inbox.log.records(kinds: ["moved"]).map {
+            "\($0.fields["from"] ?? "") \($0.fields["reason"] ?? "")"
+        }
+        #expect(moved.sorted() == ["Documents/Inbox/answered.txt recovered", "Documents/Inbox/new.txt handler"])
     }
 }

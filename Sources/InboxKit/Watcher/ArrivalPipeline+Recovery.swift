@@ -34,25 +34,43 @@ extension ArrivalPipeline {
         // A log truncated or replaced since the checkpoint goes on after it, so that nothing logged from now on
         // hides behind the checkpoint's seq.
         try inbox.log.continueSeq(after: since, because: "the event log is behind the watcher's checkpoint")
+        // Arrivals whose handler was asked and whose answer the log does not hold.
+        var unanswered: [Identity: (name: FileName, handler: String)] = [:]
         for record in try inbox.log.records(since: since) {
             lastSeq = max(lastSeq, record.seq)
             guard let id = record.fields["id"].flatMap(Identity.init(text:)) else { continue }
+            let name = Self.inboxName(record, key: "path")
+            let disposition = record.fields["disposition"].flatMap(Disposition.init(rawValue:))
             switch record.event {
             case EventKind.arrived.rawValue:
                 arrived.insert(id)
-                if let disposition = record.fields["disposition"].flatMap(Disposition.init(rawValue:)),
-                    disposition != .keep, let name = Self.inboxName(record, key: "path")
-                {
+                if let name, let handler = record.fields["handler"] {
+                    unanswered[id] = (name, handler)
+                } else if let name, let disposition, disposition != .keep {
                     pending[id] = (name, disposition)
                 }
+            case EventKind.handled.rawValue:
+                unanswered[id] = nil
+                if let name, let disposition, disposition != .keep { pending[id] = (name, disposition) }
             case EventKind.moved.rawValue, EventKind.deleted.rawValue:
                 arrived.remove(id)
                 pending[id] = nil
+                unanswered[id] = nil
             default:
                 break
             }
         }
         var finished = EncodedEvents()
+        for (id, item) in unanswered.sorted(by: { $0.value.name < $1.value.name }) {
+            // Asked, and cut off before its answer was logged: kept, and never asked again.
+            finished.append(
+                Event(
+                    .handled,
+                    [
+                        "path": .path(inbox.loggedPath(.inbox, item.name)), "handler": .string(item.handler),
+                        "interrupted": .bool(true), "id": .string(id.text), "disposition": .string("keep"),
+                    ]))
+        }
         for (id, item) in pending.sorted(by: { $0.value.name < $1.value.name }) {
             finish(item.name, id: id, item.disposition, to: &finished)
         }

@@ -152,20 +152,27 @@ final class ArrivalPipeline {
                 item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),
                 sha256: prepared.inspection.sha256, type: prepared.inspection.type)
         }
-        let handled = decide(batch, arrivals: arrivals)
-        for (prepared, handledEvent) in zip(batch, handled) {
-            appendArrived(prepared, to: &records)
-            if let handledEvent { records.append(handledEvent) }
+        if let handlerName {
+            try ask(handlerName, batch, arrivals: arrivals, records: &records)
+        } else {
+            for prepared in batch {
+                prepared.disposition = watcher.options.onArrival
+                appendArrived(prepared, to: &records)
+            }
+            // Phase 1: the arrivals and their dispositions are on disk before anything moves.
+            try commit(records, durable: true)
         }
-        // Phase 1: the arrivals and their dispositions are on disk before anything moves.
-        try commit(records, durable: true)
         // Phase 2: apply, fsync the folders once, then log what the disk now holds. Only what stays in the
         // Inbox is remembered, so memory stays flat however many pass through.
         var applied = EncodedEvents(reservingCapacity: batch.count)
-        let reason = watcher.handler == nil && hooks == nil ? "on-arrival" : "handler"
-        for prepared in batch where !apply(prepared.decided, reason: reason, to: &applied) {
-            arrived.insert(prepared.identity)
-            scanPresent?.insert(prepared.identity)
+        let reason = handlerName == nil ? "on-arrival" : "handler"
+        for prepared in batch {
+            if apply(prepared.decided, reason: reason, to: &applied) {
+                arrived.remove(prepared.identity)
+            } else {
+                arrived.insert(prepared.identity)
+                scanPresent?.insert(prepared.identity)
+            }
         }
         try commitApplied(applied)
         return arrivals
@@ -219,45 +226,9 @@ final class ArrivalPipeline {
         }
     }
 
-    /// Sets each arrival's disposition: the library handler's, else the `--exec` command's, else the default.
-    /// Returns the `handled` record of each, where a handler ran.
-    private func decide(_ batch: [Prepared], arrivals: [Arrival]) -> [Event?] {
-        let handled = handlers(batch, arrivals: arrivals)
-        // A handler's word never deletes a whole folder.
-        for prepared in batch where prepared.isFolder && prepared.disposition == .delete {
-            prepared.disposition = .keep
-        }
-        return handled
-    }
-
-    private func handlers(_ batch: [Prepared], arrivals: [Arrival]) -> [Event?] {
-        let fallback = watcher.options.onArrival
-        if let handler = watcher.handler {
-            return zip(batch, arrivals).map { prepared, arrival in
-                prepared.disposition = handler.handle(arrival)
-                return Event(
-                    .handled,
-                    [
-                        "path": .path(inbox.loggedPath(.inbox, prepared.name)), "handler": .string("library"),
-                        "disposition": .string(prepared.disposition.rawValue),
-                    ])
-            }
-        }
-        guard let hooks else {
-            for prepared in batch { prepared.disposition = fallback }
-            return batch.map { _ in nil }
-        }
-        let outcomes = HookPool.run(hooks, on: batch, inboxPath: container.path(.inbox), jobs: watcher.options.jobs)
-        return zip(batch, outcomes).map { prepared, outcome in
-            // A failing or hanging handler leaves the item where it is.
-            prepared.disposition = outcome.succeeded ? outcome.disposition ?? fallback : .keep
-            return handledEvent(prepared, outcome)
-        }
-    }
-
-    /// `arrived` with size, sha256 (not for a folder), modified, type and identity, and the disposition when it
-    /// is not keep.
-    private func appendArrived(_ prepared: Prepared, to records: inout EncodedEvents) {
+    /// `arrived` with size, sha256 (not for a folder), modified, type and identity; then the disposition when it
+    /// is decided already and not keep, or the handler about to be asked.
+    func appendArrived(_ prepared: Prepared, asking handler: String? = nil, to records: inout EncodedEvents) {
         records.begin(.arrived)
         records.field("path", folder: loggedInbox, prepared.name)
         records.field("size", prepared.size)
@@ -265,19 +236,12 @@ final class ArrivalPipeline {
         records.field("modified", time: prepared.status.modified)
         records.field("type", prepared.inspection.type)
         records.field("id", identity: prepared.identity)
-        if prepared.disposition != .keep { records.field("disposition", prepared.disposition.rawValue) }
+        if let handler {
+            records.field("handler", handler)
+        } else if prepared.disposition != .keep {
+            records.field("disposition", prepared.disposition.rawValue)
+        }
         records.end()
-    }
-
-    private func handledEvent(_ prepared: Prepared, _ outcome: HookOutcome) -> Event {
-        var event = Event(
-            .handled, ["path": .path(inbox.loggedPath(.inbox, prepared.name)), "handler": .string("exec")])
-        if let status = outcome.exitStatus { event.fields.append(("status", .int(Int64(status)))) }
-        if let signal = outcome.signal { event.fields.append(("signal", .int(Int64(signal)))) }
-        if outcome.timedOut { event.fields.append(("timed_out", .bool(true))) }
-        event.fields.append(("disposition", .string(prepared.disposition.rawValue)))
-        if !outcome.stderrTail.isEmpty { event.fields.append(("stderr", .string(outcome.stderrTail))) }
-        return event
     }
 
     /// Appends records and remembers the last seq for the checkpoint.
