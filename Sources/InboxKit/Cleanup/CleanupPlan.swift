@@ -118,15 +118,21 @@ final class CleanupWalker {
     }
 
     /// Old Inbox items, then the oldest of the rest while the Inbox is over its limit. Staging names (a leading
-    /// `.`) are delivery's and the mover's, never items.
+    /// `.`) are delivery's and the mover's, never items. Where a watcher serves the container, only the items it
+    /// is done with count and go (ARCHITECTURE.md, "Settled before cleaned"): not one that has yet to arrive,
+    /// nor one whose move or deletion is decided, nor one whose handler has not answered.
     func inbox(_ body: (CleanupEntry) throws(ContainerError) -> Void) throws(ContainerError) {
         guard let folder = try open(.inbox) else { return }
         let policy = plan.policy
         let shown = plan.container.path(.inbox)
         let fd = folder.rawValue
+        let ledger = try ArrivalLedger.current(of: plan.container)
+        let isItem = { (name: FileName, status: FileStatus) in
+            !name.isHidden && ledger?.isSettled(Identity(status)) != false
+        }
         var kept: Int64 = 0
         try read(folder, shown) { name, status throws(ContainerError) in
-            guard !name.isHidden else { return }
+            guard isItem(name, status) else { return }
             let measure = measure(name, status, in: fd)
             if plan.isOlder(measure.modified, than: policy.inboxMaxAge) {
                 try body(entry(.inbox, [name], CleanupPolicy.olderThan(policy.inboxMaxAge), measure.bytes, status))
@@ -137,7 +143,7 @@ final class CleanupWalker {
         guard kept > policy.inboxMaxBytes, !stopped else { return }
         var oldest = OldestFirst(excess: kept - policy.inboxMaxBytes)
         try read(folder, shown) { name, status throws(ContainerError) in
-            guard !name.isHidden else { return }
+            guard isItem(name, status) else { return }
             let measure = measure(name, status, in: fd)
             guard !plan.isOlder(measure.modified, than: policy.inboxMaxAge) else { return }
             oldest.add(OldestFirst.Candidate(time: measure.modified, bytes: measure.bytes, name: name, status: status))

@@ -3,10 +3,11 @@ import Foundation
 import Glibc
 
 /// The watcher's memory across restarts. The event log is the truth: every `arrived` record carries the
-/// arrival's identity and, when it was to be moved or deleted, that disposition. A checkpoint file holds the
-/// identities still in the Inbox as of one seq, so that a start reads only the log written since.
+/// arrival's identity and, when it was to be moved or deleted, that disposition (or, where a handler decides,
+/// its `handled` record does). A checkpoint file holds the identities still in the Inbox as of one seq, so that
+/// a start reads only the log written since (`ArrivalLedger`).
 extension ArrivalPipeline {
-    var checkpointPath: String { container.stateDirectory + "/arrived.checkpoint" }
+    var checkpointPath: String { ArrivalLedger.checkpointPath(container) }
 
     /// Loads the checkpoint, replays the log after it, and finishes dispositions a crash interrupted or a
     /// failure left: an item logged `arrived` for a move that the log does not show as `moved` is moved now,
@@ -21,58 +22,36 @@ extension ArrivalPipeline {
             throw error.failure("read", container.path(.inbox))
         }
         try commit(putBack, durable: false)
-        var pending: [Identity: (name: FileName, disposition: Disposition)] = [:]
-        var since = loadCheckpoint { id, name, disposition in pending[id] = (name, disposition) }
+        var ledger = ArrivalLedger()
+        var since = ledger.loadCheckpoint(checkpointPath)
         if since > EventLog.maxSeq {
             // Crafted or damaged: set aside, and the whole log read instead.
             try setAsideCheckpoint(because: "its seq \(since) is past any real count")
-            arrived.removeAll()
-            pending.removeAll()
-            lastSeq = 0
+            ledger = ArrivalLedger()
             since = 0
         }
+        lastSeq = since
         // A log truncated or replaced since the checkpoint goes on after it, so that nothing logged from now on
         // hides behind the checkpoint's seq.
         try inbox.log.continueSeq(after: since, because: "the event log is behind the watcher's checkpoint")
-        // Arrivals whose handler was asked and whose answer the log does not hold.
-        var unanswered: [Identity: (name: FileName, handler: String)] = [:]
         for record in try inbox.log.records(since: since) {
             lastSeq = max(lastSeq, record.seq)
-            guard let id = record.fields["id"].flatMap(Identity.init(text:)) else { continue }
-            let name = Self.inboxName(record, key: "path")
-            let disposition = record.fields["disposition"].flatMap(Disposition.init(rawValue:))
-            switch record.event {
-            case EventKind.arrived.rawValue:
-                arrived.insert(id)
-                if let name, let handler = record.fields["handler"] {
-                    unanswered[id] = (name, handler)
-                } else if let name, let disposition, disposition != .keep {
-                    pending[id] = (name, disposition)
-                }
-            case EventKind.handled.rawValue:
-                unanswered[id] = nil
-                if let name, let disposition, disposition != .keep { pending[id] = (name, disposition) }
-            case EventKind.moved.rawValue, EventKind.deleted.rawValue:
-                arrived.remove(id)
-                pending[id] = nil
-                unanswered[id] = nil
-            default:
-                break
-            }
+            ledger.replay(record)
         }
+        arrived = ledger.arrived
         var finished = EncodedEvents()
-        for (id, item) in unanswered.sorted(by: { $0.value.name < $1.value.name }) {
+        for (id, question) in ledger.unanswered.sorted(by: { $0.value.name < $1.value.name }) {
             // Asked, and cut off before its answer was logged: kept, and never asked again.
             finished.append(
                 Event(
                     .handled,
                     [
-                        "path": .path(inbox.loggedPath(.inbox, item.name)), "handler": .string(item.handler),
+                        "path": .path(inbox.loggedPath(.inbox, question.name)), "handler": .string(question.handler),
                         "interrupted": .bool(true), "id": .string(id.text), "disposition": .string("keep"),
                     ]))
         }
-        for (id, item) in pending.sorted(by: { $0.value.name < $1.value.name }) {
-            finish(item.name, id: id, item.disposition, to: &finished)
+        for (id, decision) in ledger.pending.sorted(by: { $0.value.name < $1.value.name }) {
+            finish(decision.name, id: id, decision.disposition, to: &finished)
         }
         try commitApplied(finished)
     }
@@ -110,34 +89,6 @@ extension ArrivalPipeline {
                 from: name, to: moved, reason: "recovered", identity: id, inbox: loggedInbox,
                 documents: loggedDocuments)
         }
-    }
-
-    /// The Inbox name in a record's path field (`Documents/Inbox/<name>`), exact to the byte.
-    static func inboxName(_ record: EventRecord, key: String) -> FileName? {
-        guard let bytes = record.pathBytes(key), let slash = bytes.lastIndex(of: 0x2F) else { return nil }
-        return FileName(bytes: bytes[(slash + 1)...])
-    }
-
-    /// Reads the checkpoint into `arrived`, and calls `pending` with each disposition it holds that has yet to
-    /// be applied; returns the seq it holds (0 when there is none).
-    private func loadCheckpoint(pending: (Identity, FileName, Disposition) -> Void) -> UInt64 {
-        guard let bytes = try? FileDescriptor(checkpointPath, [.noFollow]).readToEnd() else { return 0 }
-        let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
-        guard let first = lines.first, first.hasPrefix("seq "), let seq = UInt64(first.dropFirst(4)) else { return 0 }
-        for line in lines.dropFirst() {
-            let parts = line.split(separator: " ")
-            if parts.count == 4, parts[0] == "pending", let disposition = Disposition(rawValue: String(parts[1])),
-                let id = Identity(text: parts[2]), let bytes = Data(base64Encoded: String(parts[3])),
-                let name = FileName(bytes: bytes)
-            {
-                arrived.insert(id)
-                pending(id, name, disposition)
-            } else if let id = Identity(text: line) {
-                arrived.insert(id)
-            }
-        }
-        lastSeq = seq
-        return seq
     }
 
     /// Renames a damaged checkpoint aside (`arrived.checkpoint.damaged`) and logs why.
