@@ -15,7 +15,10 @@ import Glibc
         package let forcing: (name: String, error: Errno)?
         /// Instead of failing the `failing`th call, the process dies there of SIGKILL, as a crash would.
         package let crashing: Bool
+        /// A second fault, counted apart: the `call`th call of `name` fails with `error`.
+        package let also: (name: String, call: Int, error: Errno)?
         private var forced = false
+        private var alsoSeen = 0
         /// The calls counted so far, by name, in order.
         package private(set) var calls: [String] = []
         /// The index (from 1) and name of the call made to fail, once it has.
@@ -23,13 +26,15 @@ import Glibc
 
         package init(
             failing: Int? = nil, only: String? = nil, with error: Errno = .ioError,
-            forcing: (name: String, error: Errno)? = nil, crashing: Bool = false
+            forcing: (name: String, error: Errno)? = nil, crashing: Bool = false,
+            also: (name: String, call: Int, error: Errno)? = nil
         ) {
             self.failing = failing
             self.only = only
             self.error = error
             self.forcing = forcing
             self.crashing = crashing
+            self.also = also
         }
 
         /// The plan `INBOX_CRASH_AT_CALL=N` asks of the command-line tool: die at its Nth call, for the crash
@@ -65,6 +70,10 @@ import Glibc
             if let forcing, !forced, forcing.name == name {
                 forced = true
                 return forcing.error
+            }
+            if let also, also.name == name {
+                alsoSeen += 1
+                if alsoSeen == also.call { return also.error }
             }
             if let only, only != name { return nil }
             calls.append(name)

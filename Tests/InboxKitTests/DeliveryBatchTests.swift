@@ -51,6 +51,23 @@ import Testing
         #expect(try scratch.inboxEntries() == ["x.txt"])
         #expect(try scratch.inbox.log.records(kinds: ["delivered"]).count == 1)
     }
+
+    @Test func aFileThatCannotBeTakenBackOutIsReportedDelivered() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        // The record cannot be written, and then the rename that would take the file back out fails too.
+        let plan = SyscallFaultPlan(
+            failing: 2, only: "write", with: Errno(rawValue: ENOSPC),
+            also: (name: "renameat2", call: 2, error: Errno(rawValue: EIO)))
+
+        let source = DeliverySource.data(Data("body".utf8), name: try name("x.txt"))
+        let outcome = plan.run { scratch.inbox.deliverReporting([source]) }
+
+        #expect(plan.injected?.name == "write", "\(plan.summary)")
+        #expect(outcome.error?.code == .ioError)
+        #expect(outcome.delivered.map(\.name.string) == ["x.txt"], "the caller learns it is in the Inbox")
+        #expect(try scratch.inboxEntries() == ["x.txt"])
+    }
 }
 
 extension WatcherLibraryTests {

@@ -46,7 +46,8 @@ extension Inbox {
     ///
     /// Files are staged a chunk at a time; then, holding the event log's lock (so the watcher's `arrived`
     /// cannot come before), they are renamed into the Inbox, the folder is fsynced and `delivered` logged. A file
-    /// whose record cannot be written goes back out of the Inbox: none is there without its record.
+    /// whose record cannot be written goes back out of the Inbox: none is there without its record, but one that
+    /// cannot be taken back out, which is then reported delivered.
     public func deliverReporting(_ sources: [DeliverySource]) -> DeliveryOutcome {
         var delivered: [InboxItem] = []
         do throws(ContainerError) {
@@ -89,6 +90,8 @@ extension Inbox {
     /// A staged file not placed is removed.
     private func place(_ staged: [StagedDelivery], in folder: CInt) -> (items: [InboxItem], error: ContainerError?) {
         var placed: [(name: FileName, status: FileStatus)] = []
+        // Placed files that could not be taken back out after a failure: still delivered, and reported so.
+        var stuck: Set<FileName> = []
         var renamed = 0
         var failure: ContainerError?
         do throws(ContainerError) {
@@ -110,16 +113,16 @@ extension Inbox {
                     do throws(Errno) {
                         try system_fsync(folder)
                     } catch {
-                        takeBack(placed.map(\.name), in: folder)
+                        stuck = takeBack(placed.map(\.name), in: folder)
                         throw error.failure("sync", container.path(.inbox))
                     }
                     return placed.map { file in
                         Event(
                             .delivered, ["path": .path(loggedPath(.inbox, file.name)), "size": .int(file.status.size)])
                     }
-                }, undo: { takeBack(placed.map(\.name), in: folder) })
+                }, undo: { stuck = takeBack(placed.map(\.name), in: folder) })
         } catch {
-            placed = []
+            placed.removeAll { !stuck.contains($0.name) }
             failure = error
         }
         for file in staged.dropFirst(renamed) {
@@ -130,14 +133,24 @@ extension Inbox {
     }
 
     /// Takes files out of the Inbox whose `delivered` record could not be written: each is renamed to a staging
-    /// name (which the watcher ignores), then removed.
-    private func takeBack(_ names: [FileName], in folder: CInt) {
+    /// name (which the watcher ignores), then removed. Returns those that could not be renamed: they stay in
+    /// the Inbox, delivered after all, for the watcher to arrive.
+    private func takeBack(_ names: [FileName], in folder: CInt) -> Set<FileName> {
+        var stuck: Set<FileName> = []
         for name in names {
             let staging = Inbox.stagingName()
-            guard (try? system_renameat2(folder, name, folder, staging, .noReplace)) != nil else { continue }
+            do throws(Errno) {
+                try system_renameat2(folder, name, folder, staging, .noReplace)
+            } catch {
+                stuck.insert(name)
+                continue
+            }
+            // Under a staging name it is no item any more; one left behind is swept with abandoned staging.
             _ = try? system_unlinkat(folder, staging)
         }
+        // Unsynced, a crash may bring a file back under its name: then it arrives, and nothing is lost.
         _ = try? system_fsync(folder)
+        return stuck
     }
 
     /// Writes one source under a staging name in the Inbox, fsynced and closed; removes it on failure.
