@@ -20,7 +20,7 @@ final class WatcherLock {
         do {
             try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
         } catch .wouldBlock {
-            let pid = Self.writtenPid(file.rawValue).map(String.init) ?? "unknown"
+            let pid = (Self.lockingPid(file.rawValue) ?? Self.writtenPid(file.rawValue)).map(String.init) ?? "unknown"
             throw ContainerError(.busy, "another watcher (pid \(pid)) holds '\(container.root)'; stop it first")
         } catch {
             throw error.failure("lock", path)
@@ -52,7 +52,31 @@ final class WatcherLock {
     static func holder(of container: Container) -> Int32? {
         guard let file = try? FileDescriptor(path(container), [.readOnly, .noFollow]) else { return nil }
         if (try? system_flock(file.rawValue, LOCK_SH | LOCK_NB)) != nil { return nil }
+        if let pid = lockingPid(file.rawValue) { return pid }
         let text = (try? file.readToEnd()).map { String(decoding: $0, as: UTF8.self) } ?? ""
         return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
+    /// The pid that holds the `flock` on the open file `fd`, as the kernel tells it in `/proc/locks`: never
+    /// stale, unlike the pid written in the file, which a watcher writes a moment after it takes the lock and
+    /// which a killed watcher leaves behind. Nil where `/proc/locks` does not say.
+    private static func lockingPid(_ fd: CInt) -> Int32? {
+        guard let status = try? FileStatus(system_fstat(fd)),
+            let bytes = try? FileDescriptor("/proc/locks", [.readOnly]).readToEnd()
+        else { return nil }
+        let device = status.device
+        let major = (device >> 8) & 0xFFF | (device >> 32) & ~0xFFF
+        let minor = device & 0xFF | (device >> 12) & ~0xFF
+        // "2: FLOCK  ADVISORY  WRITE 22378 fe:00:16245949 0 EOF"; a waiting lock's line has "->" after the number.
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE" else { continue }
+            let file = fields[5].split(separator: ":")
+            guard file.count == 3, UInt64(file[0], radix: 16) == major, UInt64(file[1], radix: 16) == minor,
+                UInt64(file[2]) == status.inode
+            else { continue }
+            return Int32(fields[4])
+        }
+        return nil
     }
 }
