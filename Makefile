@@ -1,6 +1,6 @@
 # Two commands on a fresh Debian machine with Swift: `make demo` and `make test`.
 SWIFT ?= swift
-APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev
+APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsqlite3-dev
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
 # make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the systemd unit into $(DESTDIR)$(UNITDIR).

@@ -25,11 +25,15 @@ let package = Package(
             name: "CArchive",
             providers: [.apt(["libarchive-dev"])]
         ),
+        .systemLibrary(
+            name: "CSQLite",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         .target(name: "CLinux"),
         .target(name: "AppContainer", dependencies: ["CCrypto", "CLinux"]),
         .target(
             name: "InboxKit",
-            dependencies: ["AppContainer", "CArchive", "CInotifyTools", "CLinux", "CMagic"]),
+            dependencies: ["AppContainer", "CArchive", "CInotifyTools", "CLinux", "CMagic", "CSQLite"]),
         .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),

@@ -67,9 +67,11 @@ extension Inbox {
                         break
                     }
                 }
-                let placed = place(staged, in: folder.rawValue)
-                delivered += placed.items
-                if let error = failure ?? placed.error { throw error }
+                let placement = place(staged, in: folder.rawValue)
+                delivered += placement.items
+                // Only a hidden staging file can stay behind; `sweepAbandonedStaging` removes it later.
+                for index in placement.notPlaced { _ = try? system_unlinkat(folder.rawValue, staged[index].staging) }
+                if let error = failure ?? placement.error { throw error }
             }
         } catch {
             return DeliveryOutcome(delivered: delivered, error: error)
@@ -77,130 +79,46 @@ extension Inbox {
         return DeliveryOutcome(delivered: delivered, error: nil)
     }
 
-    /// A file written and fsynced under a staging name, and the name it is to have.
-    private struct StagedDelivery {
-        let staging: FileName
-        let name: FileName
-        let status: FileStatus
-        let shown: String
-    }
-
-    /// Under the event log's lock: renames the staged files into the Inbox (stopping at the first that fails),
-    /// fsyncs the folder and logs `delivered` for each. If the folder or the records fail, the files go back out.
-    /// A staged file not placed is removed.
-    private func place(_ staged: [StagedDelivery], in folder: CInt) -> (items: [InboxItem], error: ContainerError?) {
-        var placed: [(name: FileName, status: FileStatus)] = []
-        // Placed files that could not be taken back out after a failure: still delivered, and reported so.
-        var stuck: Set<FileName> = []
-        var renamed = 0
-        var failure: ContainerError?
-        do throws(ContainerError) {
-            try log.appendWhileLocked(
-                { () throws(ContainerError) -> [Event] in
-                    for file in staged {
-                        do throws(Errno) {
-                            let final = try ClashNaming.inbox.firstFree(for: file.name) { candidate throws(Errno) in
-                                try system_renameat2(folder, file.staging, folder, candidate, .noReplace)
-                            }
-                            placed.append((final, file.status))
-                            renamed += 1
-                        } catch {
-                            failure = error.failure("deliver", file.shown)
-                            break
-                        }
-                    }
-                    guard !placed.isEmpty else { return [] }
-                    do throws(Errno) {
-                        try system_fsync(folder)
-                    } catch {
-                        stuck = takeBack(placed.map(\.name), in: folder)
-                        throw error.failure("sync", container.path(.inbox))
-                    }
-                    return placed.map { file in
-                        Event(
-                            .delivered, ["path": .path(loggedPath(.inbox, file.name)), "size": .int(file.status.size)])
-                    }
-                }, undo: { stuck = takeBack(placed.map(\.name), in: folder) })
-        } catch {
-            placed.removeAll { !stuck.contains($0.name) }
-            failure = error
-        }
-        for file in staged.dropFirst(renamed) {
-            // Only a hidden staging file can stay behind; `sweepAbandonedStaging` removes it later.
-            _ = try? system_unlinkat(folder, file.staging)
-        }
-        return (placed.map { InboxItem(inbox: self, name: $0.name, status: $0.status) }, failure)
-    }
-
-    /// Takes files out of the Inbox whose `delivered` record could not be written: each is renamed to a staging
-    /// name (which the watcher ignores), then removed. Returns those that could not be renamed: they stay in
-    /// the Inbox, delivered after all, for the watcher to arrive.
-    private func takeBack(_ names: [FileName], in folder: CInt) -> Set<FileName> {
-        var stuck: Set<FileName> = []
-        for name in names {
-            let staging = Inbox.stagingName()
-            do throws(Errno) {
-                try system_renameat2(folder, name, folder, staging, .noReplace)
-            } catch {
-                stuck.insert(name)
-                continue
-            }
-            // Under a staging name it is no item any more; one left behind is swept with abandoned staging.
-            _ = try? system_unlinkat(folder, staging)
-        }
-        // Unsynced, a crash may bring a file back under its name: then it arrives, and nothing is lost.
-        _ = try? system_fsync(folder)
-        return stuck
-    }
-
     /// Writes one source under a staging name in the Inbox, fsynced and closed; removes it on failure.
     private func stage(_ source: DeliverySource, in folder: borrowing FileDescriptor) throws(ContainerError)
         -> StagedDelivery
     {
-        let staging = Inbox.stagingName()
-        var shownSource = "standard input"
-        var created = false
+        let name: FileName
+        let shown: String
+        switch source {
+        case .file(let path, let suggested):
+            shown = String(decoding: path, as: UTF8.self)
+            name = suggested ?? Inbox.sanitizedName(Array(path.split(separator: 0x2F).last ?? []))
+        case .data(_, let suggested), .standardInput(let suggested):
+            shown = "standard input"
+            name = suggested
+        }
         do {
-            let file = try FileDescriptor(
-                at: folder.rawValue, staging, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o444)
-            created = true
-            let name: FileName
-            switch source {
-            case .file(let path, let suggested):
-                shownSource = String(decoding: path, as: UTF8.self)
-                let input = try Inbox.openSource(path)
-                try file.copyContents(from: input)
-                name = suggested ?? Inbox.sanitizedName(Array(path.split(separator: 0x2F).last ?? []))
-            case .data(let data, let suggested):
-                try data.withUnsafeBytes { raw in
-                    Result(catching: { () throws(Errno) in try file.writeAll(raw) })
-                }.get()
-                name = suggested
-            case .standardInput(let suggested):
-                let input = FileDescriptor(owning: try system_dup(STDIN_FILENO))
-                try file.copyContents(from: input)
-                name = suggested
+            return try stage(Inbox.stagingName(), named: name, shown: shown, in: folder.rawValue) { file in
+                switch source {
+                case .file(let path, _):
+                    try file.copyContents(from: try Inbox.openSource(path))
+                case .data(let data, _):
+                    try data.withUnsafeBytes { raw in
+                        Result(catching: { () throws(Errno) in try file.writeAll(raw) })
+                    }.get()
+                case .standardInput:
+                    try file.copyContents(from: FileDescriptor(owning: try system_dup(STDIN_FILENO)))
+                }
             }
-            try file.sync()
-            let status = try file.fileStatus()
-            // Closed before the rename: a watcher finds no writer on the file it sees arrive.
-            try file.close()
-            return StagedDelivery(staging: staging, name: name, status: status, shown: shownSource)
         } catch {
-            // A hidden staging file the unlink misses is swept later (`sweepAbandonedStaging`).
-            if created { _ = try? system_unlinkat(folder.rawValue, staging) }
             if let error = error as? ContainerError { throw error }
             guard let error = error as? Errno else {
-                throw ContainerError(.failure, "cannot deliver '\(shownSource)': \(error)")
+                throw ContainerError(.failure, "cannot deliver '\(shown)': \(error)")
             }
             if error == .noSuchFile || error == .isDirectory {
-                throw ContainerError(.noSuchItem, "cannot deliver '\(shownSource)': \(error)", cause: error)
+                throw ContainerError(.noSuchItem, "cannot deliver '\(shown)': \(error)", cause: error)
             }
             if error.rawValue == ENXIO {
                 // A socket cannot be opened: one rule with a FIFO, which can.
-                throw ContainerError(.noSuchItem, "cannot deliver '\(shownSource)': not a regular file", cause: error)
+                throw ContainerError(.noSuchItem, "cannot deliver '\(shown)': not a regular file", cause: error)
             }
-            throw error.failure("deliver", shownSource)
+            throw error.failure("deliver", shown)
         }
     }
 
