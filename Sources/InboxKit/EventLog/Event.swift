@@ -6,7 +6,7 @@ public enum EventKind: String, Sendable, CaseIterable {
     case delivered, arrived, rejected, handled, moved, deleted, overflow, rescan, recovered
     case watchStarted = "watch-started"
     case watchStopped = "watch-stopped"
-    case setup, error
+    case setup, error, imported
 }
 
 /// One field value of an event.

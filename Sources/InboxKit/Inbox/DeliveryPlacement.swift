@@ -72,7 +72,7 @@ extension Inbox {
                             break
                         }
                     }
-                    guard !placed.isEmpty else { return [] }
+                    guard !placed.isEmpty else { return trailing(0) }
                     do throws(Errno) {
                         try system_fsync(folder)
                     } catch {

@@ -1,0 +1,102 @@
+import AppContainer
+
+/// The import index (ARCHITECTURE.md, "Mail import"): which messages were imported and which of their
+/// attachments were delivered, keyed by the SHA-256 of the message's bytes, in SQLite at
+/// `Library/Application Support/inbox/import.sqlite`. A lookup costs an index probe, not memory, however
+/// many messages were imported. Writes are durable (`synchronous=FULL`) before they return.
+final class ImportIndex {
+    /// What the index says of one attachment of a message, by its place in the message (its ordinal).
+    enum Part: Equatable {
+        /// About to be renamed into the Inbox from `staging`, which held the file `device`/`inode`.
+        case placing(staging: FileName, device: UInt64, inode: UInt64)
+        /// In the Inbox under `name` (it may have moved on since); nil when a crash kept the name from the index.
+        case delivered(name: FileName?)
+    }
+
+    private let database: SQLiteDatabase
+
+    static func path(_ container: Container) -> String { container.stateDirectory + "/import.sqlite" }
+
+    init(container: Container) throws(ContainerError) {
+        database = try SQLiteDatabase(path: Self.path(container))
+        try database.execute(
+            """
+            PRAGMA journal_mode=WAL;
+            PRAGMA synchronous=FULL;
+            CREATE TABLE IF NOT EXISTS messages(
+                key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, complete INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS parts(
+                key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL,
+                staging BLOB, device INTEGER, inode INTEGER, name BLOB,
+                PRIMARY KEY(key, ordinal)
+            ) WITHOUT ROWID;
+            """)
+    }
+
+    /// Whether every attachment of the message was delivered.
+    func isComplete(_ key: [UInt8]) throws(ContainerError) -> Bool {
+        var complete = false
+        try database.query("SELECT complete FROM messages WHERE key = ?", [.blob(key)]) { row in
+            complete = row.integer(0) != 0
+        }
+        return complete
+    }
+
+    /// The attachments of the message the index knows of, by ordinal.
+    func parts(of key: [UInt8]) throws(ContainerError) -> [Int: Part] {
+        var parts: [Int: Part] = [:]
+        try database.query(
+            "SELECT ordinal, delivered, staging, device, inode, name FROM parts WHERE key = ?", [.blob(key)]
+        ) { row in
+            let ordinal = Int(row.integer(0))
+            if row.integer(1) != 0 {
+                parts[ordinal] = .delivered(name: FileName(bytes: row.blob(5)))
+            } else if let staging = FileName(bytes: row.blob(2)) {
+                parts[ordinal] = .placing(
+                    staging: staging, device: UInt64(bitPattern: row.integer(3)),
+                    inode: UInt64(bitPattern: row.integer(4)))
+            }
+        }
+        return parts
+    }
+
+    /// Records, durably and at once, that these staged files are about to be renamed into the Inbox.
+    func markPlacing(_ key: [UInt8], _ staged: [(ordinal: Int, staged: StagedDelivery)]) throws(ContainerError) {
+        try database.transaction { () throws(ContainerError) in
+            for (ordinal, file) in staged {
+                try database.query(
+                    "INSERT OR REPLACE INTO parts(key, ordinal, delivered, staging, device, inode) VALUES (?, ?, 0, ?, ?, ?)",
+                    [
+                        .blob(key), .integer(Int64(ordinal)), .blob(file.staging.bytes),
+                        .integer(Int64(bitPattern: file.status.device)), .integer(Int64(bitPattern: file.status.inode)),
+                    ])
+            }
+        }
+    }
+
+    /// Records attachments as delivered, those given as not placed after all, and whether the message is now
+    /// complete (with `count` attachments in all).
+    func settle(
+        _ key: [UInt8], delivered: [(ordinal: Int, name: FileName?)], notPlaced: [Int], complete: Bool, count: Int,
+        messageID: String?
+    ) throws(ContainerError) {
+        try database.transaction { () throws(ContainerError) in
+            for (ordinal, name) in delivered {
+                try database.query(
+                    "INSERT OR REPLACE INTO parts(key, ordinal, delivered, name) VALUES (?, ?, 1, ?)",
+                    [.blob(key), .integer(Int64(ordinal)), name.map { .blob($0.bytes) } ?? .null])
+            }
+            for ordinal in notPlaced {
+                try database.query(
+                    "DELETE FROM parts WHERE key = ? AND ordinal = ?", [.blob(key), .integer(Int64(ordinal))])
+            }
+            guard complete else { return }
+            try database.query(
+                "INSERT OR REPLACE INTO messages(key, message_id, attachments, complete) VALUES (?, ?, ?, 1)",
+                [.blob(key), messageID.map { .text($0) } ?? .null, .integer(Int64(count))])
+            // A complete message needs no part rows: its key alone answers every later import.
+            try database.query("DELETE FROM parts WHERE key = ?", [.blob(key)])
+        }
+    }
+}
