@@ -123,4 +123,25 @@ import Testing
         try expectEachOnce(scratch)
         #expect(try scratch.inboxEntries().allSatisfy { !$0.hasPrefix(".") }, "no staging left")
     }
+
+    @Test func theStagingSweepKeepsWhatTheIndexNamesAndRemovesOrphans() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let index = try ImportIndex(container: scratch.container)
+        let (message, _) = try staged(scratch)
+        // The first is recorded as placing (a crash left it); the others are orphans of a crashed import.
+        try index.markPlacing(Self.key, [(0, message.attachments[0])])
+        let weekAgo = timespec(tv_sec: time(nil) - 7 * 86_400, tv_nsec: 0)
+        for file in message.attachments {
+            #expect(utimensat(AT_FDCWD, scratch.inboxPath(file.staging.string), [weekAgo, weekAgo], 0) == 0)
+        }
+
+        let swept = try scratch.inbox.sweepAbandonedStaging()
+
+        #expect(Set(swept) == Set(message.attachments.dropFirst().map(\.staging)))
+        #expect(try scratch.inboxEntries() == [message.attachments[0].staging.string])
+        // The next import of the message settles the one left: delivered once.
+        #expect(try importOnce(scratch, index: index).error == nil)
+        try expectEachOnce(scratch)
+    }
 }

@@ -164,21 +164,30 @@ extension Inbox {
     /// How long a staging file may sit before it counts as left by a crashed delivery (ARCHITECTURE.md, "Delivery").
     public static let stagingMaxAge: Int64 = 36 * 3600
 
-    /// Removes staging files older than `maxAge` seconds, left by deliveries that crashed; returns their names.
+    /// Removes staging files older than `maxAge` seconds, left by deliveries and imports that crashed; returns
+    /// their names. An import's staging file that the import index names is left for the next import of its
+    /// message, which settles it (see `placeOnce`).
     @discardableResult
     public func sweepAbandonedStaging(olderThan maxAge: Int64 = Inbox.stagingMaxAge, now: Timestamp = .now())
         throws(ContainerError) -> [FileName]
     {
         let folder = try container.openFolder(.inbox)
-        var swept: [FileName] = []
+        var old: [FileName] = []
         do {
-            for name in try folder.entries() where Self.isStagingName(name) {
+            for name in try folder.entries() where Self.isStagingName(name) || Self.isImportStagingName(name) {
                 guard let status = try? fileStatus(in: folder.rawValue, name), status.kind == .regular,
                     now.seconds - status.modified.seconds > maxAge
                 else { continue }
-                try system_unlinkat(folder.rawValue, name)
-                swept.append(name)
+                old.append(name)
             }
+        } catch {
+            throw error.failure("sweep staging files in", container.path(.inbox))
+        }
+        let placing =
+            old.contains(where: Self.isImportStagingName) ? try ImportIndex.placingStagingNames(of: container) : []
+        let swept = old.filter { !placing.contains($0) }
+        do {
+            for name in swept { try system_unlinkat(folder.rawValue, name) }
         } catch {
             throw error.failure("sweep staging files in", container.path(.inbox))
         }

@@ -34,6 +34,21 @@ final class ImportIndex {
             """)
     }
 
+    /// The staging names of the container's attachments recorded as placing; none when it has no index.
+    static func placingStagingNames(of container: Container) throws(ContainerError) -> Set<FileName> {
+        let path = path(container)
+        do {
+            guard try fileStatusIfPresent(in: currentDirectory, path) != nil else { return [] }
+        } catch {
+            throw error.failure("read", path)
+        }
+        var names: Set<FileName> = []
+        try ImportIndex(container: container).database.query("SELECT staging FROM parts WHERE delivered = 0") { row in
+            if let name = FileName(bytes: row.blob(0)) { names.insert(name) }
+        }
+        return names
+    }
+
     /// Whether every attachment of the message was delivered.
     func isComplete(_ key: [UInt8]) throws(ContainerError) -> Bool {
         var complete = false

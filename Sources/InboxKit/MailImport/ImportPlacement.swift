@@ -26,6 +26,11 @@ struct ImportPlacement {
 extension Inbox {
     static let importStagingPrefix = ".inbox-import."
 
+    /// Whether `name` is one `importStagingName` makes.
+    static func isImportStagingName(_ name: FileName) -> Bool {
+        name.bytes.starts(with: importStagingPrefix.utf8)
+    }
+
     /// A fresh staging name for an imported attachment. Not one `sweepAbandonedStaging` removes: the import index
     /// may name it (see `placeOnce`).
     static func importStagingName() -> FileName {
