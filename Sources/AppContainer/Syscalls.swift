@@ -320,18 +320,30 @@ package func system_poll(_ fds: inout [pollfd], timeout: CInt) throws(Errno) -> 
     return Int(try valueOrErrno("poll") { poll(&fds, count, timeout) })
 }
 
-/// `posix_spawn`, which returns its error rather than setting errno; never EINTR.
+/// `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)`.
 @inline(never)
-package func system_posix_spawn(
-    _ path: UnsafePointer<CChar>, _ actions: UnsafePointer<posix_spawn_file_actions_t>,
-    _ attributes: UnsafePointer<posix_spawnattr_t>, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>,
-    _ envp: UnsafePointer<UnsafeMutablePointer<CChar>?>
+package func system_socketpair() throws(Errno) -> (CInt, CInt) {
+    var fds: [CInt] = [-1, -1]
+    _ = try valueOrErrno("socketpair") {
+        socketpair(AF_UNIX, CInt(SOCK_STREAM.rawValue) | CInt(SOCK_CLOEXEC.rawValue), 0, &fds)
+    }
+    return (fds[0], fds[1])
+}
+
+/// `shutdown`: `SHUT_WR` sends the peer end of file, whoever else holds the descriptor.
+@inline(never)
+package func system_shutdown(_ fd: CInt, _ how: CInt) throws(Errno) {
+    _ = try valueOrErrno("shutdown") { shutdown(fd, how) }
+}
+
+/// `inbox_spawn_supervised` (CLinux.h): forks the hook supervisor, which starts `path` with the three streams
+/// and keeps `control`; returns the supervisor's pid.
+@inline(never)
+package func system_spawnSupervised(
+    _ path: UnsafePointer<CChar>, _ argv: UnsafePointer<UnsafeMutablePointer<CChar>?>,
+    _ envp: UnsafePointer<UnsafeMutablePointer<CChar>?>, stdin: CInt, stdout: CInt, stderr: CInt, control: CInt
 ) throws(Errno) -> pid_t {
-    if let fault = plannedFault("posix_spawn") { throw fault }
-    var pid: pid_t = 0
-    let result = posix_spawn(&pid, path, actions, attributes, argv, envp)
-    guard result == 0 else { throw Errno(rawValue: result) }
-    return pid
+    try valueOrErrno("spawn_supervised") { inbox_spawn_supervised(path, argv, envp, stdin, stdout, stderr, control) }
 }
 
 /// `waitpid(pid, &status, 0)`: reaps the child and returns its raw wait status.
@@ -340,18 +352,6 @@ package func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
     var status: CInt = 0
     _ = try valueOrErrno("waitpid") { waitpid(pid, &status, 0) }
     return status
-}
-
-/// `kill`; a negative `pid` names a process group.
-@inline(never)
-package func system_kill(_ pid: pid_t, _ signal: CInt) throws(Errno) {
-    _ = try valueOrErrno("kill") { kill(pid, signal) }
-}
-
-/// `pidfd_open(pid, 0)`: a close-on-exec descriptor that polls readable once the process has exited.
-@inline(never)
-package func system_pidfd_open(_ pid: pid_t) throws(Errno) -> CInt {
-    try valueOrErrno("pidfd_open") { inbox_pidfd_open(pid) }
 }
 
 /// `pthread_create` with default attributes; it returns its error rather than setting errno.

@@ -66,14 +66,6 @@ int inbox_pipe2(int fds[2], int flags) {
     return pipe2(fds, flags);
 }
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
-
-int inbox_pidfd_open(pid_t pid) {
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
 int inbox_set_no_new_privs(void) {
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 }

@@ -75,6 +75,33 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: container + "/Documents/next.txt"), "the next item was handled")
     }
 
+    /// The hook's supervisor outlives a watcher killed with SIGKILL just long enough to kill what the hook
+    /// started, a process in a session of its own included.
+    @Test func aWatcherKilledMidHookLeavesNothingOfTheHookRunning() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let out = folder.path + "/out"  // beside the container: Landlock lets the hook write there
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let source = try folder.file("a.txt", "a\n")
+        #expect(try InboxProcess.run("--container", container, "deliver", source).status == 0)
+        let hook = #"setsid sh -c 'echo $$ > "$OUT/detached"; exec sleep 600' & echo $$ > "$OUT/hook"; sleep 600"#
+        let watcher = try RunningWatcher(
+            container, ["--hook-timeout", "600", "--exec", "export OUT='\(out)'; " + hook])
+        let reported = waitUntil(timeout: 30) {
+            ["hook", "detached"].allSatisfy { (try? String(contentsOfFile: out + "/" + $0, encoding: .utf8)) != nil }
+        }
+        try #require(reported, "the hook started")
+        let pids = try ["hook", "detached"].map { name in
+            let text = try String(contentsOfFile: out + "/" + name, encoding: .utf8)
+            return try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), "\(name): \(text)")
+        }
+        #expect(pids.allSatisfy { !processIsGone($0) }, "both run while the watcher does")
+        watcher.kill9()
+        for pid in pids {
+            #expect(waitUntil(timeout: 30) { processIsGone(pid) }, "\(pid) outlived the watcher")
+        }
+    }
+
     @Test func afterKill9MidBurstEveryFileIsHandledAndNoneTwice() throws {
         let folder = try TemporaryFolder()
         let container = try folder.container()

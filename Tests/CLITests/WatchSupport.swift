@@ -12,6 +12,15 @@ func waitUntil(timeout: TimeInterval = 60, _ condition: () throws -> Bool) rethr
     return try condition()
 }
 
+/// Whether process `pid` has ended: no longer in /proc, or a zombie waiting for its (new) parent.
+func processIsGone(_ pid: pid_t) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = stat.lastIndex(of: ")")
+    else { return true }
+    let state = stat[close...].dropFirst(2).first  // the state follows the parenthesised command name
+    return state == "Z" || state == "X"
+}
+
 /// The records of a container's event log, read straight from its files (rotated ones first).
 func logRecords(_ container: String, event: String? = nil) -> [[String: Any]] {
     let folder = container + "/Library/Application Support/inbox"

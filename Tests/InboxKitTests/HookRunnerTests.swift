@@ -85,7 +85,7 @@ import Testing
     // MARK: - Timeouts
 
     @Test(arguments: ["sleep 30", "sh -c 'sleep 30 & echo $! > \"$OUT/pid\"; wait'", "exec >/dev/null 2>&1; sleep 30"])
-    func aHangingHookIsKilledWithItsGroup(command: String) throws {
+    func aHangingHookIsKilledWithWhatItStarted(command: String) throws {
         let fixture = try HookFixture()
         let item = try fixture.item(try #require(FileName("a.txt")), [1])
         let started = ContinuousClock.now
@@ -113,6 +113,44 @@ import Testing
         let text = String(decoding: try fixture.report("pid"), as: UTF8.self)
         let pid = try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(waitUntil(seconds: 10) { isGone(pid) }, "what the hook left running, \(pid), outlived it")
+    }
+
+    /// A descendant that starts a session of its own (`setsid`), directly or after a double fork that
+    /// leaves it to the supervisor, is out of the hook's process group: it is killed all the same, at the
+    /// timeout and at the hook's exit.
+    @Test(arguments: [Detaching.setsid, .doubleFork])
+    func aDetachedDescendantIsKilledAtTheTimeout(how: Detaching) throws {
+        let fixture = try HookFixture()
+        let item = try fixture.item(try #require(FileName("a.txt")), [1])
+        let outcome = try fixture.run(how.command + "; sleep 100", item: item, timeout: .seconds(5))
+        #expect(outcome.timedOut && outcome.signal == SIGKILL && !outcome.succeeded, "\(outcome)")
+        let detached = try Detached(fixture)
+        #expect(waitUntil(seconds: 10) { isGone(detached.pid) }, "\(how): \(detached.pid) outlived the timeout")
+    }
+
+    @Test(arguments: [Detaching.setsid, .doubleFork])
+    func aDetachedDescendantIsKilledWhenTheHookExits(how: Detaching) throws {
+        let fixture = try HookFixture()
+        let item = try fixture.item(try #require(FileName("a.txt")), [1])
+        let started = ContinuousClock.now
+        let outcome = try fixture.run(how.command + "; echo move", item: item, timeout: .seconds(30))
+        let elapsed = ContinuousClock.now - started
+        #expect(outcome.succeeded && !outcome.timedOut && outcome.exitStatus == 0, "\(outcome)")
+        #expect(outcome.disposition == .move)
+        #expect(elapsed < .seconds(20), "waited for the detached sleep: \(elapsed)")
+        let detached = try Detached(fixture)
+        #expect(waitUntil(seconds: 10) { isGone(detached.pid) }, "\(how): \(detached.pid) outlived the hook")
+    }
+
+    @Test func aHookWhoseSupervisorCannotStartIsReportedAsNotStarted() throws {
+        let fixture = try HookFixture()
+        let item = try fixture.item(try #require(FileName("a.txt")), [1])
+        let plan = SyscallFaultPlan(failing: 1, only: "spawn_supervised", with: Errno(rawValue: EAGAIN))
+        let outcome = try plan.run { try fixture.run(#"echo ran > "$OUT/ran"; echo move"#, item: item) }
+        #expect(plan.injected?.name == "spawn_supervised", "\(plan.summary)")
+        #expect(outcome.exitStatus == 127 && !outcome.succeeded && outcome.disposition == nil, "\(outcome)")
+        #expect(outcome.stderrTail.contains("cannot start the hook"), "\(outcome.stderrTail)")
+        #expect(!FileManager.default.fileExists(atPath: fixture.outside + "/ran"), "the hook ran")
     }
 
     // MARK: - Descriptors
@@ -287,6 +325,34 @@ import Testing
 }
 
 // MARK: - Helpers
+
+/// How a hook starts a process that leaves its process group and session: the process writes
+/// "PID SESSION" to `$OUT/detached`, and the hook waits for that before it goes on.
+enum Detaching: String, CustomTestStringConvertible {
+    case setsid, doubleFork
+
+    var command: String {
+        let detached = #"setsid sh -c 'echo "$$ $(cut -d " " -f 6 /proc/$$/stat)" > "$OUT/detached"; exec sleep 100' &"#
+        let start = self == .setsid ? detached : "( \(detached) )"
+        return start + "\n" + #"until [ -s "$OUT/detached" ]; do sleep 0.01; done"#
+    }
+
+    var testDescription: String { rawValue }
+}
+
+/// The process a `Detaching` command started, as it reported itself.
+private struct Detached {
+    let pid: pid_t
+
+    /// Reads the report and checks that the process was the leader of a session of its own.
+    init(_ fixture: HookFixture) throws {
+        let text = String(decoding: try fixture.report("detached"), as: UTF8.self)
+        let fields = text.split(whereSeparator: \.isWhitespace).compactMap { pid_t($0) }
+        try #require(fields.count == 2, "report: \(text)")
+        pid = fields[0]
+        #expect(fields[1] == pid, "\(pid) is not a session leader: session \(fields[1])")
+    }
+}
 
 /// A throwaway folder holding a container (`container/Documents/Inbox`) and, beside it, the folder
 /// `outside` that hooks write their reports to (`$OUT`).

@@ -47,14 +47,22 @@ extern const int inbox_O_TMPFILE;
 extern const int inbox_O_PATH;
 extern const int inbox_AT_EMPTY_PATH;
 
-/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34): the child closes every descriptor >= from.
+/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34): the child closes every descriptor >= from (the CLI
+/// tests start `inbox` so).
 int inbox_posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
 
 /// pipe2(2).
 int inbox_pipe2(int fds[2], int flags);
 
-/// pidfd_open(2): a descriptor that polls readable once the process has exited; -1 and errno on failure.
-int inbox_pidfd_open(pid_t pid);
+/// Forks the hook supervisor (ARCHITECTURE.md, "The hook sandbox") and returns its pid, or -1 and errno. The
+/// supervisor becomes a child subreaper and starts `path` with `argv` and `envp` (the hook): in its own process
+/// group, with the three descriptors (each 3 or above) as 0, 1 and 2 and no other, an empty signal mask and
+/// default handlers. It keeps only `control_fd`, its end of a stream socket pair. Once the hook has exited, or
+/// the other end is shut down or closed, it kills every descendant, however detached, reaps them, sends 4
+/// bytes (an int32 in host order: the hook's wait status, or -errno when the hook could not be started) and
+/// exits 0.
+pid_t inbox_spawn_supervised(const char *path, char *const argv[], char *const envp[], int stdin_fd, int stdout_fd,
+                             int stderr_fd, int control_fd);
 
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): for the calling thread and everything it starts.
 int inbox_set_no_new_privs(void);

@@ -13,7 +13,8 @@ struct HookOutput {
     enum End {
         /// Both pipes closed and the hook exited.
         case finished
-        /// The hook exited, and what it left running still holds a pipe: its word is what it printed by then.
+        /// The hook exited, and a pipe is still held (by a process the supervisor cannot see): its word is what
+        /// it printed by then.
         case exitedLeavingOthers
         /// The deadline came first.
         case timedOut
@@ -22,9 +23,10 @@ struct HookOutput {
     /// How long the pipes are read once the hook itself has exited, for what it wrote just before.
     static let drainAfterExit: Duration = .milliseconds(100)
 
-    /// Reads both pipes until they have closed and `exited` (a pidfd, or -1 to wait for the pipes only) has
-    /// polled readable, or until `deadline`. The hook's own exit decides: once it has exited, the pipes are read
-    /// for `drainAfterExit` more, not until whatever it started lets go of them. Sleeps in poll, never spins.
+    /// Reads both pipes until they have closed and `exited` (the control socket, readable once the supervisor
+    /// has reported the hook's exit, or has died) has polled readable, or until `deadline`. The hook's own exit
+    /// decides: once it has exited, the pipes are read for `drainAfterExit` more, not until whatever it started
+    /// lets go of them. Sleeps in poll, never spins.
     mutating func collect(stdout: CInt, stderr: CInt, exited: CInt, until deadline: ContinuousClock.Instant)
         throws(Errno) -> End
     {

@@ -32,12 +32,12 @@ public struct HookOutcome: Sendable, Equatable {
 
 /// Runs an external handler (`inbox watch --exec CMD`) for Inbox items.
 ///
-/// The command runs as `/bin/sh -c CMD`, started with `posix_spawn` in a process group of its own, with an
-/// empty signal mask and default signal handlers. Its stdin is the item, opened read-only; its stdout and
-/// stderr are pipes to the runner; it inherits no other descriptor. Its environment is the runner's plus
-/// `INBOX_FILE` (the item's absolute path), `INBOX_NAME` (its name) and `INBOX_CONTAINER`. Where the kernel
-/// has Landlock it runs with no write access to the container (see `Landlock`). After `timeout` its whole
-/// process group is killed.
+/// The command runs as `/bin/sh -c CMD` in a process group of its own, with an empty signal mask and default
+/// signal handlers. Its stdin is the item, opened read-only; its stdout and stderr are pipes to the runner; it
+/// inherits no other descriptor. Its environment is the runner's plus `INBOX_FILE` (the item's absolute path),
+/// `INBOX_NAME` (its name) and `INBOX_CONTAINER`. Where the kernel has Landlock it runs with no write access to
+/// the container (see `Landlock`). A supervisor process starts it and, once it has exited or after `timeout`,
+/// kills every process it started, however detached (ARCHITECTURE.md, "The hook sandbox").
 public struct HookRunner: Sendable {
     public let command: String
     public let timeout: Duration
@@ -100,60 +100,89 @@ public struct HookRunner: Sendable {
         return finish(hook, landlocked: Landlock.isAvailable)
     }
 
-    /// Spawns the command; the child's ends of the pipes and its stdin are closed here once it has them.
+    /// Starts the supervisor and through it the command; the hook's ends of the pipes, its stdin and the
+    /// supervisor's end of the control socket are closed here once they have them.
     private func start(environment: [[UInt8]], stdin file: CInt, ruleset: CInt?) throws(Errno)
         -> StartedHook
     {
         let stdin = FileDescriptor(owning: try system_dup(file, atLeast: 3))
         let stdout = try Pipe()
         let stderr = try Pipe()
-        let request = try SpawnRequest(
+        let ends = try system_socketpair()
+        let control = FileDescriptor(owning: ends.0)
+        let supervisorEnd = FileDescriptor(owning: ends.1)
+        let request = SpawnRequest(
             command: command, environment: environment, stdin: stdin.rawValue, stdout: stdout.write.rawValue,
-            stderr: stderr.write.rawValue)
-        let pid = try request.start(confinedBy: ruleset)
-        return StartedHook(pid: pid, stdout: stdout.read, stderr: stderr.read)
+            stderr: stderr.write.rawValue, control: supervisorEnd.rawValue)
+        let supervisor = try request.start(confinedBy: ruleset)
+        return StartedHook(supervisor: supervisor, control: control, stdout: stdout.read, stderr: stderr.read)
     }
 
-    /// Collects the started hook's output, kills its group on a timeout, and reaps it.
-    private func finish(_ hook: borrowing StartedHook, landlocked: Bool) -> HookOutcome {
-        let pid = hook.pid
-        // Without pidfds (Linux < 5.3) the wait ends when both pipes close.
-        let exited = (try? system_pidfd_open(pid)) ?? -1
-        defer { if exited >= 0 { try? system_close(exited) } }
+    /// Collects the hook's output until it exits or times out, then the supervisor's report, and reaps the
+    /// supervisor. On a timeout (or a failure to read) the runner shuts down its end of the control socket:
+    /// at that end of file, as at the hook's exit, the supervisor kills every descendant of the hook, then
+    /// reports the hook's wait status.
+    private func finish(_ hook: consuming StartedHook, landlocked: Bool) -> HookOutcome {
+        let control = hook.control
         var output = HookOutput()
         var end = HookOutput.End.finished
         var failure: Errno? = nil
         do {
             end = try output.collect(
-                stdout: hook.stdout.rawValue, stderr: hook.stderr.rawValue, exited: exited,
+                stdout: hook.stdout.rawValue, stderr: hook.stderr.rawValue, exited: control.rawValue,
                 until: .now + min(timeout, .seconds(365 * 24 * 3600)))
         } catch {
             failure = error
         }
         let timedOut = end == .timedOut
-        if end != .finished || failure != nil {
-            // Timed out, or exited leaving others behind in its group: they go with it.
-            // The group leader is not reaped yet, so its group id cannot have been reused.
-            do {
-                try system_kill(-pid, SIGKILL)
-            } catch {
-                try? system_kill(pid, SIGKILL)
-            }
+        let report = Result { () throws(Errno) -> Int32? in
+            if timedOut || failure != nil { try system_shutdown(control.rawValue, CInt(SHUT_WR)) }
+            return try Self.readReport(control.rawValue)
         }
-        let status: CInt
+        // Closed before the wait: should the shutdown or the read have failed, this end of file stops the
+        // supervisor all the same.
+        _ = consume control
         do {
-            status = try system_waitpid(pid)
+            _ = try system_waitpid(hook.supervisor)
         } catch {
             return .couldNotStart("cannot wait for the hook '\(command)': \(error)")
         }
         if let failure {
             return .couldNotStart("cannot read the output of the hook '\(command)': \(failure)")
         }
+        let status: CInt
+        switch report {
+        case .failure(let error):
+            return .couldNotStart("cannot stop the hook '\(command)': \(error)")
+        case .success(let value?) where value < 0:
+            return .couldNotStart("cannot start the hook '\(command)': \(Errno(rawValue: -value))")
+        case .success(let value?):
+            status = value
+        case .success(nil):
+            status = SIGKILL  // the supervisor was killed before it could report: so, presumably, was the hook
+        }
         let signal = status & 0x7F
         let exitStatus: Int32? = signal == 0 && !timedOut ? (status >> 8) & 0xFF : nil
         return HookOutcome(
             exitStatus: exitStatus, signal: signal != 0 && signal != 0x7F ? signal : nil, timedOut: timedOut,
             disposition: output.disposition, stderrTail: output.stderrTail, landlocked: landlocked)
+    }
+
+    /// The supervisor's report: the hook's wait status, or -errno when it could not start the hook; nil when
+    /// the supervisor ended without one.
+    private static func readReport(_ control: CInt) throws(Errno) -> Int32? {
+        var bytes = [UInt8](repeating: 0, count: 4)
+        var count = 0
+        while count < bytes.count {
+            let read = try bytes.withUnsafeMutableBytes { raw in
+                Result(catching: { () throws(Errno) in
+                    try system_read(control, into: UnsafeMutableRawBufferPointer(rebasing: raw[count...]))
+                })
+            }.get()
+            if read == 0 { return nil }
+            count += read
+        }
+        return bytes.withUnsafeBytes { $0.loadUnaligned(as: Int32.self) }
     }
 
     /// The runner's environment without the three `INBOX_*` names, then those three, exact to the byte.
@@ -174,14 +203,16 @@ public struct HookRunner: Sendable {
     }
 }
 
-/// A started hook: its process (and group) id and the runner's ends of its stdout and stderr.
+/// A started hook: its supervisor's pid, the runner's end of the control socket, and the runner's ends of the
+/// hook's stdout and stderr.
 private struct StartedHook: ~Copyable {
-    let pid: pid_t
+    let supervisor: pid_t
+    let control: FileDescriptor
     let stdout: FileDescriptor
     let stderr: FileDescriptor
 }
 
-/// A close-on-exec pipe whose ends are numbered 3 or above, so the child's dup2 onto 0, 1 and 2 cannot
+/// A close-on-exec pipe whose ends are numbered 3 or above, so the hook's dup2 onto 0, 1 and 2 cannot
 /// overwrite one of them.
 private struct Pipe: ~Copyable {
     let read: FileDescriptor
