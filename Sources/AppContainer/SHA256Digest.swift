@@ -69,14 +69,21 @@ public final class SHA256Digest {
         guard (try? file.fileStatus())?.kind == .regular else {
             throw ContainerError(.badData, "'\(shown)' is no longer a regular file")
         }
+        return try hash(file.rawValue, from: 0, to: nil, shown: shown)
+    }
+
+    /// The SHA-256 of the bytes of the open file `fd` from `start` to `end` (its end when nil), read with
+    /// `pread`, so the file's offset is left alone. `shown` names the file in messages.
+    public func hash(_ fd: CInt, from start: Int64, to end: Int64?, shown: String) throws(ContainerError) -> [UInt8] {
         let buffer = self.buffer ?? .allocate(byteCount: Self.chunkSize, alignment: 4096)
         self.buffer = buffer
         try begin()
-        var offset: Int64 = 0
-        while true {
+        var offset = start
+        while end.map({ offset < $0 }) ?? true {
+            let wanted = end.map { min(buffer.count, Int($0 - offset)) } ?? buffer.count
             let count: Int
             do {
-                count = try system_pread(file.rawValue, into: buffer, at: offset)
+                count = try system_pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted]), at: offset)
             } catch {
                 throw error.failure("read", shown)
             }

@@ -1,0 +1,122 @@
+import AppContainer
+import Foundation
+import Testing
+
+@testable import InboxKit
+
+/// Messages are found in an mbox and a Maildir as Python's `mailbox` module finds them, each keyed by the
+/// SHA-256 of its bytes.
+@Suite struct MailSourceTests {
+    private func keys(_ source: MailSource) throws -> [String] {
+        var messages: [SourceMessage] = []
+        try source.forEachMessage { messages.append($0) }
+        var keys: [String] = []
+        for message in messages {
+            keys.append(message.key.map { String(format: "%02x", $0) }.joined())
+            // The key is the hash of exactly the bytes the message spans.
+            let bytes = try readRange(message.file.rawValue, message.offset, message.length)
+            let digest = try SHA256Digest()
+            try digest.begin()
+            try bytes.withUnsafeBytes { raw in try digest.update(raw) }
+            #expect(try digest.finish() == message.key)
+        }
+        return keys
+    }
+
+    private func readRange(_ fd: CInt, _ offset: Int64, _ length: Int64) throws -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: Int(length))
+        let count = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, Int(offset)) }
+        #expect(count == Int(length))
+        return bytes
+    }
+
+    private func oracle(_ kind: String, _ path: String) throws -> [String] {
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        python.arguments = [
+            #filePath.replacingOccurrences(
+                of: "InboxKitTests/MailSourceTests.swift", with: "Oracle/mailbox_messages.py"), kind, path,
+        ]
+        let output = Pipe()
+        python.standardOutput = output
+        try python.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        python.waitUntilExit()
+        #expect(python.terminationStatus == 0)
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    @Test func anMboxIsSplitAsPythonSplitsIt() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let big = String(repeating: "x", count: 300_000)
+        let mbox = """
+            From alice@example.org Mon Jan  1 00:00:00 2024
+            From: alice@example.org
+            Subject: one
+
+            first body
+
+            From bob@example.org Mon Jan  1 00:00:01 2024
+            Subject: two, no blank line before the next
+
+            body
+            From carol@example.org Mon Jan  1 00:00:02 2024
+            Subject: three, a long line
+
+            \(big)
+            >From quoted stays
+
+            From dave@example.org Mon Jan  1 00:00:03 2024
+            Subject: four, no newline at the end
+
+            last
+            """
+        let path = scratch.outside("mail.mbox")
+        try makeFile(path, Array(mbox.utf8))
+        guard case .mbox = try MailSource.named(path) else {
+            Issue.record("not taken for an mbox")
+            return
+        }
+        let ours = try keys(.mbox(path))
+        #expect(ours.count == 4)
+        #expect(ours == (try oracle("mbox", path)))
+    }
+
+    @Test func aMaildirIsReadAsPythonReadsItAndLeftAsItWas() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let maildir = scratch.outside("Maildir")
+        for folder in ["cur", "new", "tmp"] {
+            try FileManager.default.createDirectory(atPath: maildir + "/" + folder, withIntermediateDirectories: true)
+        }
+        try makeFile(maildir + "/new/1700000000.1.host", Array("Subject: new\n\nnew\n".utf8))
+        try makeFile(maildir + "/cur/1700000001.2.host:2,S", Array("Subject: seen\n\nseen\n".utf8))
+        try makeFile(maildir + "/tmp/1700000002.3.host", Array("Subject: still being written\n\n".utf8))
+        let before = try FileManager.default.subpathsOfDirectory(atPath: maildir).sorted()
+        guard case .maildir = try MailSource.named(maildir) else {
+            Issue.record("not taken for a Maildir")
+            return
+        }
+        #expect(try keys(.maildir(maildir)).sorted() == (try oracle("maildir", maildir)))
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: maildir).sorted() == before)
+    }
+
+    @Test func aFileNotStartingWithFromIsOneMessageAndAMissingSourceIs66() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.outside("one.eml")
+        try makeFile(path, Array("Subject: hi\n\nFrom the start of a line\n".utf8))
+        guard case .message = try MailSource.named(path) else {
+            Issue.record("not taken for one message")
+            return
+        }
+        #expect(try keys(.message(path)).count == 1)
+        #expect(throws: ContainerError.self) { try MailSource.named(scratch.outside("missing.eml")) }
+        do {
+            _ = try MailSource.named(scratch.outside("missing.eml"))
+        } catch {
+            #expect(error.code == .noSuchItem)
+        }
+    }
+}
