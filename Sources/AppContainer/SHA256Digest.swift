@@ -83,7 +83,8 @@ public final class SHA256Digest {
             let wanted = end.map { min(buffer.count, Int($0 - offset)) } ?? buffer.count
             let count: Int
             do {
-                count = try system_pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted]), at: offset)
+                count = try system_pread(
+                    fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[..<wanted]), at: offset)
             } catch {
                 throw error.failure("read", shown)
             }
