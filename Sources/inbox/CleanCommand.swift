@@ -28,7 +28,7 @@ struct CleanCommand: Command {
         for (keyPath, value) in overrides { policy[keyPath: keyPath] = value }
         let plan = CleanupPlan(container: container, policy: policy)
         let log = try EventLog(container: container)
-        let progress = CleanupProgress.standardError()
+        let progress = ProgressLine.standardError()
         // The progress line is erased before a line of output only where that line would land on it.
         let outputIsTerminal = isatty(STDOUT_FILENO) == 1
         var json = arguments.flags.contains("--json") ? JSONArrayPrinter() : nil

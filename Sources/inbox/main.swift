@@ -7,7 +7,7 @@ import Glibc
 let commands: [any Command.Type] = [
     InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, WatchCommand.self,
     StatusCommand.self, DemoCommand.self, CleanCommand.self, BackupPlanCommand.self, ExcludeFromBackupCommand.self,
-    BackupCommand.self, RestoreCommand.self, VerifyCommand.self,
+    BackupCommand.self, RestoreCommand.self, VerifyCommand.self, ImportCommand.self,
 ]
 
 /// Wide enough for the longest command name, so none is cut.

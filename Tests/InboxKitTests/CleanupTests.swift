@@ -330,7 +330,7 @@ import Testing
     @Test func progressIsDrawnOnATerminalAtMostTenTimesASecond() {
         let written = Box<[String]>([])
         let time = Box<Duration>(.zero)
-        let progress = CleanupProgress(isTerminal: true, clock: { time.value }, write: { written.value.append($0) })
+        let progress = ProgressLine(isTerminal: true, clock: { time.value }, write: { written.value.append($0) })
         for _ in 0..<100_000 {
             time.value += .microseconds(10)  // a second in all
             progress.tick()
@@ -342,7 +342,7 @@ import Testing
         #expect(written.value.last == "\r\u{1B}[K")
 
         let quiet = Box<[String]>([])
-        let elsewhere = CleanupProgress(isTerminal: false, clock: { time.value }, write: { quiet.value.append($0) })
+        let elsewhere = ProgressLine(isTerminal: false, clock: { time.value }, write: { quiet.value.append($0) })
         for _ in 0..<100_000 {
             time.value += .microseconds(10)
             elsewhere.tick()
@@ -354,7 +354,7 @@ import Testing
 
     @Test func aShortCleanDrawsNothing() {
         let written = Box<[String]>([])
-        let progress = CleanupProgress(
+        let progress = ProgressLine(
             isTerminal: true, clock: { .milliseconds(5) }, write: { written.value.append($0) })
         for _ in 0..<1000 { progress.tick() }
         progress.clear()

@@ -61,7 +61,7 @@ extension CleanupPlan {
     /// at a time per container: with `waitForLock` false, another clean under way fails with exit status 75;
     /// else `waiting` is called before this waits for it.
     public func execute(
-        dryRun: Bool = false, log: EventLog, progress: CleanupProgress? = nil, waitForLock: Bool = true,
+        dryRun: Bool = false, log: EventLog, progress: ProgressLine? = nil, waitForLock: Bool = true,
         waiting: () -> Void = {}, shouldStop: @escaping () -> Bool = { false }, _ each: (CleanupOutcome) -> Void
     ) throws(ContainerError) -> CleanupSummary {
         let run = { (executor: inout CleanupExecutor) throws(ContainerError) in
@@ -267,10 +267,10 @@ private struct CleanupExecutor {
     }
 }
 
-/// The one line a long clean keeps up to date on a terminal, `inbox: cleaning… 53,120 entries checked`,
-/// redrawn in place with `\r` at most once per `interval`. Nothing is written when the output is not a
-/// terminal, nor by a clean that ends within the first `interval`.
-public final class CleanupProgress {
+/// The one line a long clean or import keeps up to date on a terminal, `inbox: cleaning… 53,120 entries
+/// checked`, redrawn in place with `\r` at most once per `interval`. Nothing is written when the output is not
+/// a terminal, nor by a run that ends within the first `interval`.
+public final class ProgressLine {
     public let isTerminal: Bool
     public let interval: Duration
     /// How many entries have been checked.
@@ -299,8 +299,8 @@ public final class CleanupProgress {
     }
 
     /// Progress on standard error, drawn only when it is a terminal (`isatty(2)`).
-    public static func standardError() -> CleanupProgress {
-        CleanupProgress(isTerminal: isatty(STDERR_FILENO) == 1) { text in
+    public static func standardError() -> ProgressLine {
+        ProgressLine(isTerminal: isatty(STDERR_FILENO) == 1) { text in
             let output = FileDescriptor(owning: STDERR_FILENO)
             try? output.writeAll(Array(text.utf8))
             _ = output.release()
@@ -311,12 +311,17 @@ public final class CleanupProgress {
     /// (or since the start).
     public func tick() {
         checked += 1
+        draw("cleaning… \(Self.grouped(checked)) entries checked")
+    }
+
+    /// Redraws the line with `text` when `interval` has passed since it was last drawn (or since the start).
+    public func draw(_ text: @autoclosure () -> String) {
         guard isTerminal else { return }
         let now = clock()
         guard now - (lastDrawn ?? start) >= interval else { return }
         lastDrawn = now
         shown = true
-        write("\rinbox: cleaning… \(Self.grouped(checked)) entries checked")
+        write("\rinbox: " + text())
     }
 
     /// Erases the line, if drawn, so other output can follow; the next redraw brings it back.

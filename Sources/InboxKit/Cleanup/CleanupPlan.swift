@@ -62,7 +62,7 @@ public struct CleanupPlan: Sendable {
     ///
     /// `progress` counts each entry checked; `shouldStop` is asked as often and ends the walk early.
     public func forEachEntry(
-        progress: CleanupProgress? = nil, shouldStop: @escaping () -> Bool = { false },
+        progress: ProgressLine? = nil, shouldStop: @escaping () -> Bool = { false },
         _ body: (CleanupEntry) throws(ContainerError) -> Void
     ) throws(ContainerError) {
         let walker = CleanupWalker(plan: self, progress: progress, shouldStop: shouldStop)
@@ -88,13 +88,13 @@ public struct CleanupPlan: Sendable {
 /// One walk of a plan: the place folders read in turn, each entry counted and checked against `shouldStop`.
 final class CleanupWalker {
     let plan: CleanupPlan
-    let progress: CleanupProgress?
+    let progress: ProgressLine?
     let shouldStop: () -> Bool
     private(set) var stopped = false
     /// The folders of Caches seen by the second pass, as (parent index, name); index 0 is Caches itself.
     var folders: [(parent: Int, name: FileName?)] = []
 
-    init(plan: CleanupPlan, progress: CleanupProgress?, shouldStop: @escaping () -> Bool) {
+    init(plan: CleanupPlan, progress: ProgressLine?, shouldStop: @escaping () -> Bool) {
         self.plan = plan
         self.progress = progress
         self.shouldStop = shouldStop

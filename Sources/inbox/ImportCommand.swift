@@ -1,0 +1,77 @@
+import AppContainer
+import Glibc
+import InboxKit
+
+struct ImportCommand: Command {
+    static let name = "import"
+    static let abstract = "Import mail: each message's attachments delivered into the Inbox, once."
+    static let usage = "import SOURCE... [--json] [--max-bytes SIZE]"
+    static let options = [
+        ("SOURCE", "a message file, an mbox, a Maildir folder (read only), or - for one message on standard input"),
+        ("--json", "print a JSON array with one object a message"),
+        ("--max-bytes SIZE", "refuse a message whose attachments decode to more (default 1G)"),
+        ("exit status", "0 imported or duplicate; 65 not a message or refused; 66 no such SOURCE; 75 try again"),
+    ]
+    static let spec = Arguments.Spec(flags: ["--json"], valued: ["--max-bytes"], positionals: 1...Int.max)
+
+    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        var limits = MailLimits()
+        if let text = arguments.string("--max-bytes") {
+            guard let bytes = CleanupPolicy.bytes(from: text) else {
+                throw ContainerError(.usage, "'\(text)' is not a size for --max-bytes (try 512M or 1G)")
+            }
+            limits.maxBytes = bytes
+        }
+        let importer = try MailImporter(inbox: try Inbox(containerPath: containerPath), limits: limits)
+        let json = arguments.flags.contains("--json")
+        let progress = ProgressLine.standardError()
+        var objects: [String] = []
+        var messages = 0
+        var attachments = 0
+        var refused = 0
+        var failed = 0
+        var firstFailure: ContainerError?
+        for source in arguments.positionals.map({ String(decoding: $0, as: UTF8.self) }) {
+            do {
+                try importer.importSource(source) { message in
+                    messages += 1
+                    attachments += message.attachments.count
+                    progress.clear()
+                    if json {
+                        objects.append(message.json)
+                    } else {
+                        for attachment in message.attachments { Output.line(bytes: attachment.item.path) }
+                    }
+                    if message.status == .refused {
+                        Output.problem("refused a message of '\(message.source)': \(message.reason ?? "")")
+                        refused += 1
+                        firstFailure = firstFailure ?? ContainerError(.badData, message.reason ?? "refused")
+                    }
+                    progress.draw("importing… \(messages) messages, \(attachments) attachments")
+                }
+            } catch {
+                progress.clear()
+                Output.problem(error.message)
+                failed += 1
+                firstFailure = firstFailure ?? error
+            }
+        }
+        progress.clear()
+        if json { Output.line("[" + objects.joined(separator: ",\n") + "]") }
+        guard let failure = firstFailure else { return }
+        let what = [(refused, "refused"), (failed, "failed")].filter { $0.0 > 0 }
+            .map { "\($0.0) \(Self.plural($0.0, "message", "messages")) \($0.1)" }.joined(separator: ", ")
+        throw ContainerError(Self.forTheMailer(failure.code), "imported \(messages - refused) of \(messages + failed) messages; \(what) (see above)")
+    }
+
+    private static func plural(_ count: Int, _ one: String, _ many: String) -> String { count == 1 ? one : many }
+
+    /// What an MTA needs to hear: 65 (bounce) for a message that is not one or passes a limit, 66 for a source
+    /// that does not exist, and 75 (keep the message, try again later) for anything else.
+    private static func forTheMailer(_ code: ContainerError.Code) -> ContainerError.Code {
+        switch code {
+        case .badData, .noSuchItem, .usage: code
+        default: .busy
+        }
+    }
+}
