@@ -25,11 +25,22 @@ let package = Package(
             name: "CArchive",
             providers: [.apt(["libarchive-dev"])]
         ),
+        .systemLibrary(
+            name: "CGMime",
+            pkgConfig: "gmime-3.0",
+            providers: [.apt(["libgmime-3.0-dev"])]
+        ),
+        .systemLibrary(
+            name: "CYtnef",
+            providers: [.apt(["libytnef0-dev"])]
+        ),
         .target(name: "CLinux"),
         .target(name: "AppContainer", dependencies: ["CCrypto", "CLinux"]),
         .target(
             name: "InboxKit",
-            dependencies: ["AppContainer", "CArchive", "CInotifyTools", "CLinux", "CMagic"]),
+            dependencies: [
+                "AppContainer", "CArchive", "CGMime", "CInotifyTools", "CLinux", "CMagic", "CYtnef",
+            ]),
         .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),
