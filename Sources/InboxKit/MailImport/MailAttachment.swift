@@ -83,12 +83,13 @@ extension MailMessage {
         }
     }
 
-    /// The files of a winmail.dat; nil when libytnef cannot read it, so that it is delivered as it is.
+    /// The files of a winmail.dat; nil when libytnef cannot read it or finds no file in it, so that it is delivered
+    /// as it is (nothing is lost).
     private func tnefFiles(_ leaf: MimeLeaf) throws(MailError) -> [TnefFile]? {
         guard let content = content(of: leaf) else { return nil }
         var sink = MemorySink(limit: limits.maxTnefBytes, what: "a winmail.dat")
         try content.decode(from: fd, into: &sink)
-        guard let files = Tnef.files(in: sink.bytes, maxFiles: limits.maxParts + 1) else { return nil }
+        guard let files = Tnef.files(in: sink.bytes, maxFiles: limits.maxParts + 1), !files.isEmpty else { return nil }
         if files.count > limits.maxParts { throw .refused("a winmail.dat of more than \(limits.maxParts) files") }
         return files
     }
