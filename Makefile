@@ -1,6 +1,7 @@
 # Two commands on a fresh Debian machine with Swift: `make demo` and `make test`.
 SWIFT ?= swift
-APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsqlite3-dev
+APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
+	libytnef0-dev libpython3.11-testsuite
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
 # make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the systemd unit into $(DESTDIR)$(UNITDIR).

@@ -29,11 +29,22 @@ let package = Package(
             name: "CSQLite",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        .systemLibrary(
+            name: "CGMime",
+            pkgConfig: "gmime-3.0",
+            providers: [.apt(["libgmime-3.0-dev"])]
+        ),
+        .systemLibrary(
+            name: "CYtnef",
+            providers: [.apt(["libytnef0-dev"])]
+        ),
         .target(name: "CLinux"),
         .target(name: "AppContainer", dependencies: ["CCrypto", "CLinux"]),
         .target(
             name: "InboxKit",
-            dependencies: ["AppContainer", "CArchive", "CInotifyTools", "CLinux", "CMagic", "CSQLite"]),
+            dependencies: [
+                "AppContainer", "CArchive", "CGMime", "CInotifyTools", "CLinux", "CMagic", "CSQLite", "CYtnef",
+            ]),
         .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),

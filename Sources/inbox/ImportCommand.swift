@@ -59,9 +59,15 @@ struct ImportCommand: Command {
         progress.clear()
         if json { Output.line("[" + objects.joined(separator: ",\n") + "]") }
         guard let failure = firstFailure else { return }
-        let what = [(refused, "refused"), (failed, "failed")].filter { $0.0 > 0 }
-            .map { "\($0.0) \(Self.plural($0.0, "message", "messages")) \($0.1)" }.joined(separator: ", ")
-        throw ContainerError(Self.forTheMailer(failure.code), "imported \(messages - refused) of \(messages + failed) messages; \(what) (see above)")
+        var what: [String] = []
+        if refused > 0 {
+            what.append("\(refused) of \(messages) \(Self.plural(messages, "message", "messages")) refused")
+        }
+        if failed > 0 {
+            let sources = arguments.positionals.count
+            what.append("\(failed) of \(sources) \(Self.plural(sources, "source", "sources")) failed")
+        }
+        throw ContainerError(Self.forTheMailer(failure.code), what.joined(separator: "; ") + " (see above)")
     }
 
     private static func plural(_ count: Int, _ one: String, _ many: String) -> String { count == 1 ? one : many }

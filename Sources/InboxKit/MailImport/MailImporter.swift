@@ -42,14 +42,10 @@ public final class MailImporter {
 
     /// Imports one message held in memory; `source` names it in the log.
     public func importMessage(_ data: Data, source: String) throws(ContainerError) -> ImportedMessage {
-        let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        do throws(Errno) {
-            let copy = try FileDescriptor(folder, [.readWrite, .temporaryFile], mode: 0o600)
-            try data.withUnsafeBytes { raw in Result(catching: { () throws(Errno) in try copy.writeAll(raw) }) }.get()
-            return try importMessage(fromFile: copy.rawValue, source: source)
-        } catch {
-            throw error.failure("write a copy of the message", folder)
-        }
+        let copy = try data.withUnsafeBytes { raw in
+            Result(catching: { () throws(ContainerError) in try TemporaryCopy.of(raw) })
+        }.get()
+        return try importMessage(fromFile: copy.rawValue, source: source)
     }
 
     /// Imports one message of a source: parsed, its attachments staged (decoded straight to disk), then placed

@@ -84,7 +84,7 @@ enum MailSource {
                 }
             }
         case .standardInput:
-            let (file, start) = try StandardInputCopy.make()
+            let (file, start) = try TemporaryCopy.standardInput()
             try body(try Self.message(file, from: start, to: nil, source: "-", digest: digest))
         }
     }

@@ -66,19 +66,37 @@ struct MboxReader {
     }
 }
 
-/// Standard input copied to an unnamed temporary file, so that a message from an MTA can be hashed and parsed
-/// from a file like any other; a `From ` envelope line at its start is not part of the message.
-enum StandardInputCopy {
-    /// The copy, and the offset where the message starts.
-    static func make() throws(ContainerError) -> (SharedDescriptor, Int64) {
-        let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
-        do throws(Errno) {
-            let copy = try FileDescriptor(folder, [.readWrite, .temporaryFile], mode: 0o600)
+/// A message copied to an unnamed temporary file (in `$TMPDIR`, else `/tmp`), so that standard input or bytes in
+/// memory can be hashed and parsed from a file like any other.
+enum TemporaryCopy {
+    /// Standard input, and the offset where its message starts: a `From ` envelope line at its start is not
+    /// part of the message.
+    static func standardInput() throws(ContainerError) -> (SharedDescriptor, Int64) {
+        let file = try make(shown: "standard input") { copy throws(Errno) in
             try copy.copyContents(from: FileDescriptor(owning: try system_dup(STDIN_FILENO)))
-            let file = SharedDescriptor(copy)
+        }
+        do {
             return (file, try envelopeLength(file.rawValue))
         } catch {
             throw error.failure("read", "standard input")
+        }
+    }
+
+    /// `bytes`, in a file.
+    static func of(_ bytes: UnsafeRawBufferPointer) throws(ContainerError) -> SharedDescriptor {
+        try make(shown: "a message in memory") { copy throws(Errno) in try copy.writeAll(bytes) }
+    }
+
+    private static func make(shown: String, _ write: (borrowing FileDescriptor) throws(Errno) -> Void)
+        throws(ContainerError) -> SharedDescriptor
+    {
+        let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        do throws(Errno) {
+            let copy = try FileDescriptor(folder, [.readWrite, .temporaryFile], mode: 0o600)
+            try write(copy)
+            return SharedDescriptor(copy)
+        } catch {
+            throw error.failure("copy \(shown) into", folder)
         }
     }
 
