@@ -11,7 +11,8 @@ import Testing
 
     /// One multipart holding `count` empty parts: the message has `count + 1` parts.
     static func wide(_ count: Int) -> String {
-        header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n" + String(repeating: "--b\n\n", count: count) + "--b--\n"
+        header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n" + String(repeating: "--b\n\n", count: count)
+            + "--b--\n"
     }
 
     /// `levels` multiparts one inside the other, a named leaf at the bottom, at depth `levels`.
@@ -45,15 +46,26 @@ import Testing
         let folder = try MailParse.folder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         #expect(try MailParse.attachments(try MailParse.write(Self.wide(9_999), in: folder, as: "wide-ok.eml")).isEmpty)
-        #expect(performing: { _ = try MailParse.attachments(try MailParse.write(Self.wide(10_000), in: folder, as: "wide.eml")) },
+        #expect(
+            performing: {
+                _ = try MailParse.attachments(try MailParse.write(Self.wide(10_000), in: folder, as: "wide.eml"))
+            },
             throws: Self.isRefused)
         let bottom = try MailParse.attachments(try MailParse.write(Self.deep(64), in: folder, as: "deep-ok.eml"))
         #expect(bottom.map(\.size) == [6])
-        #expect(performing: { _ = try MailParse.attachments(try MailParse.write(Self.deep(65), in: folder, as: "deep.eml")) },
+        #expect(
+            performing: {
+                _ = try MailParse.attachments(try MailParse.write(Self.deep(65), in: folder, as: "deep.eml"))
+            },
             throws: Self.isRefused)
         // Each forwarded message's header block is its body's too: one level each.
-        #expect(try MailParse.attachments(try MailParse.write(Self.forwardedChain(64), in: folder, as: "fwd-ok.eml")).count == 1)
-        #expect(performing: { _ = try MailParse.attachments(try MailParse.write(Self.forwardedChain(65), in: folder, as: "fwd.eml")) },
+        #expect(
+            try MailParse.attachments(try MailParse.write(Self.forwardedChain(64), in: folder, as: "fwd-ok.eml")).count
+                == 1)
+        #expect(
+            performing: {
+                _ = try MailParse.attachments(try MailParse.write(Self.forwardedChain(65), in: folder, as: "fwd.eml"))
+            },
             throws: Self.isRefused)
     }
 
@@ -80,12 +92,17 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         var text = Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n"
         for index in 0..<2 {
-            text += "--b\nContent-Type: application/octet-stream\nContent-Disposition: attachment; filename=\"\(index).bin\"\n"
-            text += "Content-Transfer-Encoding: base64\n\n" + Data(pattern(600, seed: UInt64(index))).base64EncodedString() + "\n"
+            text +=
+                "--b\nContent-Type: application/octet-stream\nContent-Disposition: attachment; filename=\"\(index).bin\"\n"
+            text +=
+                "Content-Transfer-Encoding: base64\n\n" + Data(pattern(600, seed: UInt64(index))).base64EncodedString()
+                + "\n"
         }
         let path = try MailParse.write(text + "--b--\n", in: folder, as: "bytes.eml")
         #expect(try MailParse.attachments(path, limits: MailLimits(maxBytes: 1200)).map(\.size) == [600, 600])
-        #expect(performing: { _ = try MailParse.attachments(path, limits: MailLimits(maxBytes: 1199)) }, throws: Self.isRefused)
+        #expect(
+            performing: { _ = try MailParse.attachments(path, limits: MailLimits(maxBytes: 1199)) },
+            throws: Self.isRefused)
     }
 
     @Test func aLargeAttachmentStreamsToItsDescriptorInBoundedMemory() throws {
@@ -97,13 +114,17 @@ import Testing
         try digest.begin()
         do {
             let file = try FileDescriptor(path, [.writeOnly, .create, .exclusive], mode: 0o644)
-            try file.writeAll(Array((Self.header + "Content-Type: application/octet-stream\n"
-                + "Content-Disposition: attachment; filename=\"large.bin\"\nContent-Transfer-Encoding: base64\n\n").utf8))
+            try file.writeAll(
+                Array(
+                    (Self.header + "Content-Type: application/octet-stream\n"
+                        + "Content-Disposition: attachment; filename=\"large.bin\"\nContent-Transfer-Encoding: base64\n\n")
+                        .utf8))
             let block = 57 * 16 * 1024  // whole base64 lines
             for start in stride(from: 0, to: size, by: block) {
                 let chunk = pattern(min(block, size - start), seed: UInt64(start))
                 try chunk.withUnsafeBytes { try digest.update($0) }
-                try file.writeAll(Array(Data(chunk).base64EncodedData(options: [.lineLength76Characters, .endLineWithLineFeed])))
+                try file.writeAll(
+                    Array(Data(chunk).base64EncodedData(options: [.lineLength76Characters, .endLineWithLineFeed])))
                 try file.writeAll([0x0A])
             }
         }
