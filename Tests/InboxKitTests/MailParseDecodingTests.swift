@@ -34,7 +34,8 @@ import Testing
     }
 
     static func message(_ parts: [(name: String, encoding: String, body: String)]) -> String {
-        var text = "From: a@example.com\nSubject: decoding\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n"
+        var text =
+            "From: a@example.com\nSubject: decoding\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n"
         for part in parts {
             text += "--B\nContent-Type: application/octet-stream\nContent-Transfer-Encoding: \(part.encoding)\n"
             text += "Content-Disposition: attachment; filename=\"\(part.name)\"\n\n\(part.body)\n"
@@ -82,7 +83,9 @@ import Testing
             return encoded
         }.joined(separator: "\n")
         #expect(body.contains("=\n"))
-        let single = Data(pattern(5000, seed: 5)).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+        let single = Data(pattern(5000, seed: 5)).base64EncodedString(options: [
+            .lineLength64Characters, .endLineWithLineFeed,
+        ])
         let path = try MailParse.write(
             Self.message([("padded.bin", "base64", body), ("plain.bin", "BASE64", single)]), in: folder, as: "b64.eml")
         let got = try MailParse.attachments(path)
@@ -110,7 +113,8 @@ import Testing
 
     @Test func quotedPrintableTransportPaddingAfterASoftBreakIsDropped() {
         // RFC 2045 §6.7: spaces after a soft break's `=` are padding (Python keeps them, and the `=`).
-        #expect(Self.decode(QuotedPrintableDecoder(), "one= \t\ntwo=  \r\nthree", split: 1) == Array("onetwothree".utf8))
+        #expect(
+            Self.decode(QuotedPrintableDecoder(), "one= \t\ntwo=  \r\nthree", split: 1) == Array("onetwothree".utf8))
     }
 
     @Test func decodersGiveTheSameBytesWhereverTheInputIsSplit() {

@@ -16,13 +16,21 @@ import Testing
         ("Content-Disposition: attachment; filename*=utf-8''evil%1B%5B31mred%07%7F.txt", "evil_[31mred__.txt"),
         ("Content-Disposition: attachment; filename*=utf-8''csi%C2%9B2J.txt", "csi_2J.txt"),
         ("Content-Disposition: attachment; filename=\"...hidden\"", "hidden"),
-        ("Content-Disposition: attachment; filename*=utf-8''" + long.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! + ".txt",
-            String(repeating: "é", count: 125) + ".txt"),
-        ("Content-Disposition: attachment; filename*=utf-8''" + long.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!,
-            String(repeating: "é", count: 127)),
+        (
+            "Content-Disposition: attachment; filename*=utf-8''" + long.addingPercentEncoding(
+                withAllowedCharacters: .alphanumerics)! + ".txt",
+            String(repeating: "é", count: 125) + ".txt"
+        ),
+        (
+            "Content-Disposition: attachment; filename*=utf-8''" + long.addingPercentEncoding(
+                withAllowedCharacters: .alphanumerics)!,
+            String(repeating: "é", count: 127)
+        ),
         ("Content-Disposition: attachment; filename*=utf-8''a%00b.txt", "a_b.txt"),
-        ("Content-Disposition: attachment; filename=\"first.txt\"\nContent-Disposition: attachment; filename=\"second.txt\"",
-            "first.txt"),
+        (
+            "Content-Disposition: attachment; filename=\"first.txt\"\nContent-Disposition: attachment; filename=\"second.txt\"",
+            "first.txt"
+        ),
         ("Content-Disposition: attachment; filename*0*=utf-8''%C3%A9t; filename*1=\"e.txt\"", "éte.txt"),
         ("Content-Disposition: attachment; filename=\"=?utf-8?b?w6ljb2xlLnR4dA==?=\"", "école.txt"),
         ("Content-Disposition: inline; filename=\" spaced.txt \"", "spaced.txt"),
@@ -34,7 +42,8 @@ import Testing
     ]
 
     static func message() -> String {
-        var text = "From: a@example.com\nSubject: names\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n"
+        var text =
+            "From: a@example.com\nSubject: names\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n"
         for (index, (headers, _)) in cases.enumerated() {
             let type = headers.contains("Content-Type:") ? "" : "Content-Type: text/plain\n"
             text += "--B\n\(type)\(headers)\n\npart \(index)\n"

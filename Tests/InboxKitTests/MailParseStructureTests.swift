@@ -92,7 +92,10 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let path = try MailParse.write(Self.forwarded, in: folder, as: "forwarded.eml")
         let got = try MailParse.attachments(path)
-        #expect(got.map { String(decoding: $0.name, as: UTF8.self) } == ["report.pdf", "inner.txt", "deep.bin", "signed.txt"])
+        #expect(
+            got.map { String(decoding: $0.name, as: UTF8.self) } == [
+                "report.pdf", "inner.txt", "deep.bin", "signed.txt",
+            ])
         #expect(got.map(\.size) == [3000, 10, 500, 11])
         #expect(got == (try MailParse.oracleAttachments([path]))[path])
 
@@ -113,7 +116,10 @@ import Testing
         try makeFile(folder + "/second", second)
         let (status, _, errors) = try runProgram(
             "/usr/bin/python3",
-            [MailParse.tnefGenerator, folder + "/winmail.dat", "report.txt=\(folder)/first", "../x/\u{1B}pic.bin=\(folder)/second"])
+            [
+                MailParse.tnefGenerator, folder + "/winmail.dat", "report.txt=\(folder)/first",
+                "../x/\u{1B}pic.bin=\(folder)/second",
+            ])
         try #require(status == 0, "\(errors)")
         let tnef = try readFile(folder + "/winmail.dat")
         let broken = Array(tnef.prefix(40))
@@ -144,11 +150,15 @@ import Testing
             """
         let path = try MailParse.write(text, in: folder, as: "tnef.eml")
         let got = try MailParse.attachments(path)
-        #expect(got.map { String(decoding: $0.name, as: UTF8.self) } == ["report.txt", "_pic.bin", "after.txt", "winmail.dat"])
-        #expect(got.map(\.sha256) == [
-            try MailParseDecodingTests.sha256(first), try MailParseDecodingTests.sha256(second),
-            try MailParseDecodingTests.sha256(Array("after".utf8)), try MailParseDecodingTests.sha256(broken),
-        ])
+        #expect(
+            got.map { String(decoding: $0.name, as: UTF8.self) } == [
+                "report.txt", "_pic.bin", "after.txt", "winmail.dat",
+            ])
+        #expect(
+            got.map(\.sha256) == [
+                try MailParseDecodingTests.sha256(first), try MailParseDecodingTests.sha256(second),
+                try MailParseDecodingTests.sha256(Array("after".utf8)), try MailParseDecodingTests.sha256(broken),
+            ])
         #expect(got.first?.contentType == "application/octet-stream")
     }
 }

@@ -11,7 +11,9 @@ struct SeenAttachment: Equatable, CustomStringConvertible {
     let size: Int64
     let sha256: String
 
-    var description: String { "\(String(decoding: name, as: UTF8.self)) (\(contentType), \(size) bytes, \(sha256.prefix(12)))" }
+    var description: String {
+        "\(String(decoding: name, as: UTF8.self)) (\(contentType), \(size) bytes, \(sha256.prefix(12)))"
+    }
 }
 
 enum MailParse {
@@ -59,7 +61,9 @@ enum MailParse {
                 let written = try attachment.decode(into: out.rawValue)
                 let (size, digest) = try hash(out.rawValue)
                 #expect(size == written)
-                seen.append(SeenAttachment(name: attachment.name.bytes, contentType: attachment.contentType, size: size, sha256: digest))
+                seen.append(
+                    SeenAttachment(
+                        name: attachment.name.bytes, contentType: attachment.contentType, size: size, sha256: digest))
             } catch let error as MailError {
                 throw error
             } catch {

@@ -20,7 +20,9 @@ enum AttachmentName {
         } else {
             // Not UTF-8 (GMime could not convert it): the same rules on the bytes, C1 as bytes left as they are.
             bytes = trimmed(filename)
-            if let separator = bytes.lastIndex(where: { $0 == 0x2F || $0 == 0x5C }) { bytes.removeSubrange(...separator) }
+            if let separator = bytes.lastIndex(where: { $0 == 0x2F || $0 == 0x5C }) {
+                bytes.removeSubrange(...separator)
+            }
             bytes = bytes.map { $0 < 0x20 || $0 == 0x7F ? UInt8(ascii: "_") : $0 }
         }
         while bytes.first == UInt8(ascii: ".") { bytes.removeFirst() }

@@ -29,7 +29,8 @@ enum GMimeLibrary {
 extension UnsafePointer where Pointee == UInt8 {
     /// The bytes up to the terminating NUL.
     fileprivate func bytes() -> [UInt8] {
-        Array(UnsafeBufferPointer(start: self, count: strlen(UnsafeRawPointer(self).assumingMemoryBound(to: CChar.self))))
+        Array(
+            UnsafeBufferPointer(start: self, count: strlen(UnsafeRawPointer(self).assumingMemoryBound(to: CChar.self))))
     }
 }
 

@@ -119,7 +119,8 @@ final class LineReader {
         }
         let count: Int
         do {
-            count = try system_pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[high..<(high + want)]), at: offset)
+            count = try system_pread(
+                fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[high..<(high + want)]), at: offset)
         } catch {
             throw .io(error.failure("read", "the message"))
         }

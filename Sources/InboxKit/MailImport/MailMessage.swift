@@ -39,7 +39,8 @@ public final class MailMessage {
         let start = range?.lowerBound ?? 0
         _ = try StructureScan.check(LineReader(fd: fd, start: start, end: range?.upperBound), limits: limits)
         GMimeLibrary.ensureInitialised()
-        guard let rawStream = g_mime_stream_fs_new_with_bounds(fd, gint64(start), gint64(range?.upperBound ?? -1)) else {
+        guard let rawStream = g_mime_stream_fs_new_with_bounds(fd, gint64(start), gint64(range?.upperBound ?? -1))
+        else {
             throw .io(ContainerError(.failure, "GMime cannot read the message"))
         }
         inbox_gmime_stream_fs_disown(rawStream)

@@ -101,7 +101,8 @@ extension MailMessage {
         guard inbox_gmime_file_range(stream, &start, &end) != 0 else { return nil }
         let object = UnsafeMutableRawPointer(leaf.part).assumingMemoryBound(to: GMimeObject.self)
         let encoding = Self.firstHeader(object, "Content-Transfer-Encoding").map { String(decoding: $0, as: UTF8.self) }
-        return PartContent(start: Int64(start), end: end < 0 ? nil : Int64(end), encoding: PartContent.Encoding(header: encoding))
+        return PartContent(
+            start: Int64(start), end: end < 0 ? nil : Int64(end), encoding: PartContent.Encoding(header: encoding))
     }
 }
 
