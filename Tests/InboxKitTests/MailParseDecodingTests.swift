@@ -4,7 +4,7 @@ import Testing
 
 @testable import InboxKit
 
-/// DESIGN §12, "Content": attachments decoded byte for byte, including the two cases GMime 3.2.13 gets wrong.
+/// ARCHITECTURE.md, "Mail import": attachments decoded byte for byte, including the two cases GMime 3.2.13 gets wrong.
 @Suite struct MailParseDecodingTests {
     /// Bytes with runs of zeros, so many uuencoded lines end in spaces (0 encodes as a space).
     static func sparse(_ count: Int) -> [UInt8] {

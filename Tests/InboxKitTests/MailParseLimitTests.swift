@@ -4,7 +4,7 @@ import Glibc
 import InboxKit
 import Testing
 
-/// DESIGN §12, "Limits": parts, depth and decoded bytes; MIME bombs refused fast in bounded memory; attachments
+/// ARCHITECTURE.md, "Mail import": parts, depth and decoded bytes; MIME bombs refused fast in bounded memory; attachments
 /// streamed, never whole in memory.
 @Suite struct MailParseLimitTests {
     static let header = "From: a@example.com\nSubject: limits\nMIME-Version: 1.0\n"

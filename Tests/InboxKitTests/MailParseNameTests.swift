@@ -3,7 +3,7 @@ import Foundation
 import InboxKit
 import Testing
 
-/// DESIGN §12, "Names": hostile filenames reduced to one safe name, nameless ones numbered; checked by hand and
+/// ARCHITECTURE.md, "Mail import": hostile filenames reduced to one safe name, nameless ones numbered; checked by hand and
 /// against the oracle.
 @Suite struct MailParseNameTests {
     static let long = String(repeating: "é", count: 150)

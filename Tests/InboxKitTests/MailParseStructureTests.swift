@@ -3,7 +3,7 @@ import Foundation
 import InboxKit
 import Testing
 
-/// DESIGN §12, "What is an attachment": forwarded messages walked into; signatures, fragments and external bodies
+/// ARCHITECTURE.md, "Mail import": forwarded messages walked into; signatures, fragments and external bodies
 /// left out; winmail.dat replaced by its files; the message's own headers.
 @Suite struct MailParseStructureTests {
     static func base64(_ bytes: [UInt8]) -> String {

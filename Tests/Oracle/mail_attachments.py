@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The oracle for MailParse tests: a message's attachments by DESIGN §12, read with Python's email package.
+"""The oracle for MailParse tests: a message's attachments by the rules of ARCHITECTURE.md, "Mail import", read with Python's email package.
 
 Usage: mail_attachments.py MESSAGE [MESSAGE...]
 Prints one JSON object per message, a line each: {"file", "attachments": [{"name", "name_hex",

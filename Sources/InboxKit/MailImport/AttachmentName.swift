@@ -1,6 +1,6 @@
 import AppContainer
 
-/// An attachment's name by DESIGN §12, "Names" (ARCHITECTURE.md, "Mail import"): the decoded filename reduced to
+/// An attachment's name by ARCHITECTURE.md, "Mail import" (ARCHITECTURE.md, "Mail import"): the decoded filename reduced to
 /// one safe name, or `attachment-N.EXT` for a nameless one. The Inbox's clash naming comes after, at delivery.
 enum AttachmentName {
     /// The one safe name left of a decoded filename; nil when nothing is left (`..`, `/`, spaces).

@@ -1,4 +1,4 @@
-/// Streaming decoders of the Content-Transfer-Encodings (DESIGN §12, "Content"): each takes the encoded bytes a
+/// Streaming decoders of the Content-Transfer-Encodings (ARCHITECTURE.md, "Mail import"): each takes the encoded bytes a
 /// chunk at a time, in any split, and appends what it decodes, so no part is ever whole in memory. GMime's own
 /// decoders stop at base64 padding in the middle of a part and lose uuencode lines whose trailing spaces were
 /// stripped; these read both in full (ARCHITECTURE.md, "Mail import").

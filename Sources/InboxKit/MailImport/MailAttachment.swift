@@ -1,8 +1,8 @@
 import AppContainer
 
-/// One attachment of a message, ready to decode (DESIGN §12; ARCHITECTURE.md, "Mail import").
+/// One attachment of a message, ready to decode (ARCHITECTURE.md, "Mail import").
 public struct MailAttachment {
-    /// The reduced name (DESIGN §12, "Names"), before the Inbox's clash naming.
+    /// The reduced name (ARCHITECTURE.md, "Mail import"), before the Inbox's clash naming.
     public let name: FileName
     /// Lowercased `type/subtype`.
     public let contentType: String
@@ -48,7 +48,7 @@ private final class DecodeBudget {
 }
 
 extension MailMessage {
-    /// Calls `body` with each attachment in order (DESIGN §12, "What is an attachment"): every leaf part with a
+    /// Calls `body` with each attachment in order (ARCHITECTURE.md, "Mail import"): every leaf part with a
     /// filename or the disposition `attachment`, at any depth, forwarded messages walked into; signatures,
     /// `message/partial` and `message/external-body` left out; a winmail.dat replaced by its files.
     ///

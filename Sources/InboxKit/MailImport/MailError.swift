@@ -1,6 +1,6 @@
 import AppContainer
 
-/// How much of a message the import reads before it refuses it (DESIGN §12, "Limits"; ARCHITECTURE.md, "Mail import").
+/// How much of a message the import reads before it refuses it (ARCHITECTURE.md, "Mail import").
 public struct MailLimits: Sendable, Equatable {
     /// The deepest nesting of multiparts and forwarded messages (the message's own body is at depth 0).
     public var maxDepth = 64
@@ -22,7 +22,7 @@ public struct MailLimits: Sendable, Equatable {
     }
 }
 
-/// Why a message was not read (DESIGN §12, "Exit status": the first two bounce, the third is retried).
+/// Why a message was not read (ARCHITECTURE.md, "Mail import": the first two bounce, the third is retried).
 public enum MailError: Error, Sendable, CustomStringConvertible {
     /// No header field before the first blank line, or nothing GMime can read as a message.
     case notAMessage(String)

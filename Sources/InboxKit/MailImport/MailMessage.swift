@@ -2,7 +2,7 @@ import AppContainer
 import CGMime
 import Glibc
 
-/// One mail message read with GMime, its parts' contents left on disk (DESIGN §12; ARCHITECTURE.md, "Mail import").
+/// One mail message read with GMime, its parts' contents left on disk (ARCHITECTURE.md, "Mail import").
 ///
 /// The structure scan refuses a message past its limits before GMime reads it; GMime then parses it over the
 /// caller's descriptor with a persistent stream, so a part's content is a byte range of the file, decoded only when

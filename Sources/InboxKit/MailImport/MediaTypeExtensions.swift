@@ -1,4 +1,4 @@
-/// The usual extension of a content type, for a nameless attachment's `attachment-N.EXT` (DESIGN §12, "Names"):
+/// The usual extension of a content type, for a nameless attachment's `attachment-N.EXT` (ARCHITECTURE.md, "Mail import"):
 /// Python's own table (`mimetypes.MimeTypes().guess_extension`, strict), so the test oracle agrees.
 enum MediaTypeExtensions {
     static func usual(for contentType: String) -> String { table[contentType] ?? "bin" }

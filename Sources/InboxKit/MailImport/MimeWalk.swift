@@ -1,6 +1,6 @@
 import CGMime
 
-/// A leaf MIME part of a message, and what DESIGN §12 makes of it.
+/// A leaf MIME part of a message, and what the import makes of it.
 struct MimeLeaf {
     let part: UnsafeMutablePointer<GMimePart>
     /// Lowercased `type/subtype`.
@@ -10,7 +10,7 @@ struct MimeLeaf {
     /// The disposition, lowercased (`attachment`, `inline`).
     let disposition: String?
 
-    /// DESIGN §12, "What is an attachment": a filename, or the disposition `attachment`.
+    /// ARCHITECTURE.md, "Mail import": a filename, or the disposition `attachment`.
     var isAttachment: Bool { filename != nil || disposition == "attachment" }
     /// A winmail.dat, replaced by the files it holds.
     var isTnef: Bool { contentType == "application/ms-tnef" || contentType == "application/vnd.ms-tnef" }

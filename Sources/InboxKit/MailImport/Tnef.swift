@@ -1,7 +1,7 @@
 import CYtnef
 import Glibc
 
-/// A file inside a winmail.dat (DESIGN §12: an `application/ms-tnef` part is replaced by the files it holds).
+/// A file inside a winmail.dat (ARCHITECTURE.md, "Mail import": an `application/ms-tnef` part is replaced by the files it holds).
 struct TnefFile {
     /// The long filename, else the short one; nil for none.
     let filename: [UInt8]?
