@@ -20,7 +20,8 @@ public struct Container: Sendable {
         return home + "/.local/share/inbox/default"
     }
 
-    /// Opens an existing container; fails with exit status 73 when `path` holds none.
+    /// Opens an existing container; fails with exit status 73 when `path` holds none. A restore cut short is
+    /// settled first (`RestoreSwitch`).
     public static func open(at path: String) throws(ContainerError) -> Container {
         let root: String
         do {
@@ -34,10 +35,12 @@ public struct Container: Sendable {
         guard (try? fileStatus(in: currentDirectory, container.stateDirectory))?.kind == .directory else {
             throw ContainerError(.cannotCreate, "'\(path)' is not a container: run 'inbox init' to create one")
         }
+        try container.settleInterruptedRestore()
         return container
     }
 
-    /// Creates the layout, or completes it; an existing container is left as it is. The root is mode 0700.
+    /// Creates the layout, or completes it; an existing container is left as it is, but for a restore cut short,
+    /// which is settled (`RestoreSwitch`). The root is mode 0700.
     public static func create(at path: String, appName: String? = nil) throws(ContainerError) -> Container {
         if let appName, FileName(appName) == nil || appName.hasPrefix(".") {
             throw ContainerError(.usage, "'\(appName)' is not a valid app name")
@@ -50,7 +53,7 @@ public struct Container: Sendable {
             let rootFolder = try FileDescriptor(root, [.directory, .noFollow])
             // Never someone else's folder (`/`, a home): only an empty one, or a container (made or half made).
             foreign = try rootFolder.entries().filter {
-                !layoutNames.contains($0.string) && !$0.string.hasSuffix(".app")
+                !layoutNames.contains($0.string) && !$0.string.hasSuffix(".app") && $0 != RestoreSwitch.stagingName
             }
             if foreign.isEmpty { try system_fchmod(rootFolder.rawValue, 0o700) }
         } catch .notDirectory {
@@ -81,6 +84,7 @@ public struct Container: Sendable {
             }
         }
         try makeFolders(container.stateDirectory)
+        try container.settleInterruptedRestore()
         return container
     }
 

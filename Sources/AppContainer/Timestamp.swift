@@ -14,6 +14,9 @@ public struct Timestamp: Sendable, Hashable, Comparable {
         self.init(seconds: Int64(time.tv_sec), nanoseconds: Int64(time.tv_nsec))
     }
 
+    /// The time as the `*utimens` calls take it.
+    public var timespecValue: timespec { timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds)) }
+
     /// The current wall-clock time.
     public static func now() -> Timestamp {
         var time = timespec()

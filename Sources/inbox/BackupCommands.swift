@@ -70,6 +70,7 @@ struct RestoreCommand: Command {
         let archive = BackupArchive(path: String(decoding: arguments.positionals[0], as: UTF8.self))
         let report = try archive.restore(into: container)
         Output.line(container.root)
+        for warning in report.warnings { Output.problem(warning) }
         for refusal in report.refused {
             Output.problem("refused '\(String(decoding: refusal.path, as: UTF8.self))': \(refusal.reason)")
         }

@@ -204,6 +204,33 @@ let userAttributesWork: Bool = {
         #expect(try InboxProcess.run("--container", target, "restore", folder.path + "/none.tar").status == 66)
     }
 
+    /// All or nothing (issue 9): a truncated archive is one line and exit 65, and the container stays fresh.
+    @Test func aTruncatedArchiveRestoresNothing() throws {
+        let folder = try TemporaryFolder()
+        let source = try folder.container()
+        try write(source + "/Documents/report.pdf", String(repeating: "report ", count: 20_000))
+        try write(source + "/Documents/notes.md", "notes")
+        let archive = folder.path + "/backup.tar"
+        #expect(try InboxProcess.run("--container", source, "backup", "--to", archive).status == 0)
+        let whole = try #require(FileManager.default.contents(atPath: archive))
+        let half = folder.path + "/half.tar"
+        try whole.prefix(whole.count / 2).write(to: URL(fileURLWithPath: half))
+        let target = folder.path + "/target"
+        #expect(try InboxProcess.run("--container", target, "init").status == 0)
+        let before = try treeListing(target)
+
+        let result = try InboxProcess.run("--container", target, "restore", half)
+
+        #expect(result.status == 65)
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
+        #expect(result.stderr.hasPrefix("inbox: cannot read the backup '\(half)': "), "\(result.stderr)")
+        #expect(try treeListing(target) == before)
+        let again = try InboxProcess.run("--container", target, "restore", archive)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(FileManager.default.contents(atPath: target + "/Documents/notes.md") == Data("notes".utf8))
+    }
+
     @Test func aHostileArchiveIsRefusedEntryByEntry() throws {
         let folder = try TemporaryFolder()
         let container = try folder.container()

@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import Testing
 
-/// `inbox move` and `inbox watch` killed (SIGKILL) at every one of their system calls in turn
+/// `inbox move`, `inbox watch` and `inbox restore` killed (SIGKILL) at every one of their system calls in turn
 /// (`INBOX_CRASH_AT_CALL=N`, debug builds), then started again: nothing lost, nothing twice, and every file
 /// in Documents has exactly one `moved` record (ARCHITECTURE.md, "The log never lies").
 @Suite struct CrashPointTests {
@@ -87,6 +87,79 @@ import Testing
         #expect(points > 50)
     }
 
+    /// `inbox restore` killed at each of its calls in turn: the next command (`init` or `ls`, in turn) finds the
+    /// container as it was or fully restored, never half (issue 9), and a second restore completes it, or says that
+    /// it is done (73).
+    @Test func aRestoreKilledAtAnyCallLeavesTheContainerAsItWasOrRestored() throws {
+        let folder = try TemporaryFolder()
+        let source = try folder.container()
+        try folder.file("container/Documents/letter.txt", "dear")
+        try folder.file("container/Documents/Deep/notes.md", "notes")
+        #expect(try InboxProcess.run("--container", source, "deliver", folder.file("in.txt", "handed in")).status == 0)
+        let archive = folder.path + "/backup.tar"
+        #expect(try InboxProcess.run("--container", source, "backup", "--to", archive).status == 0)
+        let reference = folder.path + "/reference"
+        #expect(try InboxProcess.run("--container", reference, "init").status == 0)
+        #expect(try InboxProcess.run("--container", reference, "restore", archive).status == 0)
+        // Locks are re-created by whichever command runs next: they are not what a restore gives back.
+        let restored = try treeListing(reference).filter { !$0.contains(".lock ") }
+
+        let points = try Self.everyCrashPoint("inbox restore") { call in
+            let target = folder.path + "/target"
+            defer { try? FileManager.default.removeItem(atPath: target) }
+            #expect(try InboxProcess.run("--container", target, "init").status == 0)
+            let before = try treeListing(target)
+            let restore = try InboxProcess.run(
+                "--container", target, "restore", archive, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
+            guard restore.status == Self.killed else {
+                #expect(restore.status == 0, "\(restore.stderr)")
+                #expect(try treeListing(target).filter { !$0.contains(".lock ") } == restored)
+                return false
+            }
+            let next = call % 2 == 0 ? ["init"] : ["ls", "documents"]
+            let settled = try InboxProcess.run((["--container", target] + next).map { Array($0.utf8) })
+            #expect(settled.status == 0, "crash at call \(call): \(next[0]): \(settled.stderr)")
+            let after = try treeListing(target)
+            let wasRestored = after.filter { !$0.contains(".lock ") } == restored
+            #expect(after == before || wasRestored, "crash at call \(call), then \(next[0]): half restored: \(after)")
+            let again = try InboxProcess.run("--container", target, "restore", archive)
+            #expect(again.status == (wasRestored ? 73 : 0), "crash at call \(call): \(again.stderr)")
+            #expect(try treeListing(target).filter { !$0.contains(".lock ") } == restored, "crash at call \(call)")
+            return true
+        }
+        #expect(points > 20)
+    }
+
+    /// `inbox restore` killed while libarchive extracts, which makes no call the crash points count: the first of
+    /// many files is written, the rest not. The next command finds the container as it was (or restored, when the
+    /// kill came late), and a second restore completes it.
+    @Test func aRestoreKilledWhileExtractingLeavesTheContainerAsItWas() throws {
+        let folder = try TemporaryFolder()
+        let source = try folder.container()
+        for index in 0..<3_000 { try folder.file("container/Documents/many/\(10_000 + index)", String(index)) }
+        let archive = folder.path + "/backup.tar"
+        #expect(try InboxProcess.run("--container", source, "backup", "--to", archive).status == 0)
+        let target = folder.path + "/target"
+        #expect(try InboxProcess.run("--container", target, "init").status == 0)
+        let before = try treeListing(target)
+
+        let restore = try InboxProcess.start(["--container", target, "restore", archive].map { Array($0.utf8) })
+        // The first file, in the staging folder or (restored, or by an inbox that extracts in place) in Documents.
+        let first = ["/.inbox-restore/Documents/many/10000", "/Documents/many/10000"].map { target + $0 }
+        let seen = waitUntil { first.contains { access($0, F_OK) == 0 } }
+        kill(restore.pid, SIGKILL)
+        let status = try restore.finish().status
+        #expect(seen && (status == Self.killed || status == 0), "restore: \(status)")
+
+        #expect(try InboxProcess.run("--container", target, "ls", "documents").status == 0)
+        let after = try treeListing(target)
+        let wasRestored = after.contains("/Documents/many/12999 file 4")
+        #expect(after == before || wasRestored, "half restored: \(after.count) entries")
+        let again = try InboxProcess.run("--container", target, "restore", archive)
+        #expect(again.status == (wasRestored ? 73 : 0), "\(again.stderr)")
+        #expect(try treeListing(target).contains("/Documents/many/12999 file 4"))
+    }
+
     /// The item is in the Inbox or in Documents, once; a `moved` record names it iff it is in Documents; no claim,
     /// aside or journal intent is left.
     static func expectOnce(_ container: String, bytes: String, call: Int) {
@@ -108,4 +181,28 @@ import Testing
         let intents = (try? FileManager.default.contentsOfDirectory(atPath: journal)) ?? []
         #expect(intents.isEmpty, "crash at call \(call): intents left: \(intents)")
     }
+}
+
+/// Every entry below `root` as `path/` for a folder, `path file SIZE` or `path mode KIND`, never following a link,
+/// sorted: the tree as a before-and-after comparison sees it.
+func treeListing(_ root: String) throws -> [String] {
+    var lines: [String] = []
+    func walk(_ relative: String) throws {
+        for name in try FileManager.default.contentsOfDirectory(atPath: root + relative) {
+            let path = relative + "/" + name
+            var info = stat()
+            guard lstat(root + path, &info) == 0 else { throw POSIXError(.ENOENT) }
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR:
+                lines.append(path + "/")
+                try walk(path)
+            case S_IFREG:
+                lines.append("\(path) file \(info.st_size)")
+            default:
+                lines.append("\(path) mode \(info.st_mode & S_IFMT)")
+            }
+        }
+    }
+    try walk("")
+    return lines.sorted()
 }

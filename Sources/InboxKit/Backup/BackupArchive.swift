@@ -250,12 +250,12 @@ final class ArchiveWriter {
         if status.linkCount > 1 {
             let id = FileID(device: status.device, inode: status.inode)
             if let first = firstNames[id] {
-                try header(entry.path, type: S_IFREG, status, entry.owner, hardlink: first)
+                try header(entry.archivedPath, type: S_IFREG, status, entry.owner, hardlink: first)
                 return 0
             }
-            firstNames[id] = entry.path
+            firstNames[id] = entry.archivedPath
         }
-        try header(entry.path, type: S_IFREG, status, entry.owner, size: status.size)
+        try header(entry.archivedPath, type: S_IFREG, status, entry.owner, size: status.size)
         var remaining = status.size
         while remaining > 0 {
             let count: Int

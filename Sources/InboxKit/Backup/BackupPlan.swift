@@ -8,7 +8,8 @@ import Glibc
 /// A path is excluded when its place is not backed up (the bundle, `Library/Caches`, `tmp`, anything beside
 /// the places), when it is a FIFO, socket or device node, when inbox re-creates it (its locks and checkpoint,
 /// an empty `journal/`), when it or a folder above it carries the exclusion flag
-/// (`Container.setExcludedFromBackup`), or when it is a link that may lead out of the container.
+/// (`Container.setExcludedFromBackup`), or when it is a link that may lead out of the container. An Inbox item a
+/// move has claimed is included under its own name (`ClaimedItems`).
 public struct BackupPlan: Sendable {
     public struct Entry: Sendable {
         /// The path below the container root, exact to the byte, without a trailing `/`.
@@ -21,6 +22,8 @@ public struct BackupPlan: Sendable {
         public let linkTarget: [UInt8]?
         /// The owner's user and group ids, for the archive.
         let owner: (uid: UInt32, gid: UInt32)
+        /// The path the archive holds it under: `path`, but for a claimed Inbox item.
+        public let archivedPath: [UInt8]
 
         /// The path as listed: a folder's ends with `/`.
         public var listedPath: [UInt8] { status.kind == .directory ? path + [0x2F] : path }
@@ -44,6 +47,15 @@ public struct BackupPlan: Sendable {
 }
 
 extension BackupPlan.Entry {
+    /// This Inbox item, claimed by a move, archived under `name` in the Inbox.
+    func archived(as name: FileName) -> BackupPlan.Entry {
+        let path = BackupRules.joined(BackupRules.inboxComponents + [name])
+        let shown = String(decoding: path, as: UTF8.self)
+        return BackupPlan.Entry(
+            path: self.path, status: status, isIncluded: true, reason: "an item being moved: backed up as \(shown)",
+            linkTarget: nil, owner: owner, archivedPath: path)
+    }
+
     /// `+ Documents/report.pdf  (Documents: backed up)`; `-` when excluded; a link shows ` -> target`.
     public var line: [UInt8] {
         var line = Array((isIncluded ? "+ " : "- ").utf8) + listedPath
@@ -101,6 +113,8 @@ struct BackupWalk {
         } catch {
             throw error.failure("read the folder", absolute(components))
         }
+        let claims =
+            components == BackupRules.inboxComponents ? ClaimedItems.archivedNames(names, container: container) : [:]
         for name in names {
             let path = components + [name]
             let raw: stat
@@ -129,6 +143,7 @@ struct BackupWalk {
             if listed.isIncluded, status.kind == .regular, BackupFlag.isSet(in: folder.rawValue, name) {
                 listed = entry(path, status, owner, flag: path, target: nil)
             }
+            if listed.isIncluded, let own = claims[name] { listed = listed.archived(as: own) }
             try visit(listed, folder.rawValue, name, above)
         }
         return !names.isEmpty
@@ -153,9 +168,10 @@ struct BackupWalk {
     ) -> BackupPlan.Entry {
         let (included, reason) = BackupRules.decide(
             components, kind: status.kind, appName: container.appName, flaggedBy: flag, linkTarget: target)
+        let path = BackupRules.joined(components)
         return BackupPlan.Entry(
-            path: BackupRules.joined(components), status: status, isIncluded: included, reason: reason,
-            linkTarget: target, owner: owner)
+            path: path, status: status, isIncluded: included, reason: reason, linkTarget: target, owner: owner,
+            archivedPath: path)
     }
 
     private func absolute(_ components: [FileName]) -> String {

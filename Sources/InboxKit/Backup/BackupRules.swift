@@ -148,6 +148,9 @@ enum RestoreRules {
         guard path.first != 0x2F else { return .refuse("an absolute path") }
         guard let components = relativeComponents(path) else { return .refuse("a '..' in the path") }
         guard !components.isEmpty else { return .skip }  // the archive's own root, `./`
+        guard components.count <= BackupWalk.maxDepth else {
+            return .refuse("nested deeper than \(BackupWalk.maxDepth) folders, which no backup holds")
+        }
         let kind = FileKind(mode: type)
         var target: [UInt8]?
         if let hardlink, !hardlink.isEmpty {

@@ -93,6 +93,22 @@ struct MoveJournal {
         }
     }
 
+    /// The item the move whose claim is `claim` is moving, as its intent names it (read without its lock, which
+    /// the mover holds); nil when no intent names it, or names a hidden name.
+    func claimedItem(_ claim: FileName) -> FileName? {
+        guard let recordName = FileName(bytes: claim.bytes + Array(".intent".utf8)) else { return nil }
+        let text: [UInt8]
+        do {
+            let path = Array((directory + "/").utf8) + recordName.bytes
+            let file = try FileDescriptor(path, [.readOnly, .noFollow, .nonBlocking])
+            text = try file.readToEnd(limit: 64 * 1024)
+        } catch {
+            return nil  // the claim keeps its name in the archive, and a restore gives it a visible one
+        }
+        guard let intent = parse(text), intent.claim == claim, !intent.name.isHidden else { return nil }
+        return intent.name
+    }
+
     private func line(_ key: String, _ name: FileName) -> [UInt8] {
         Array("\(key) \(Data(name.bytes).base64EncodedString())\n".utf8)
     }
