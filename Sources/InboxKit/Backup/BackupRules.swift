@@ -4,13 +4,14 @@ import Glibc
 /// The rules that decide one path, apart from the walk so the restorer asks the same questions.
 enum BackupRules {
     /// Files in the state folder that inbox re-creates or that mean nothing in another container: the locks
-    /// of the log, the watcher, setup, cleanup and bundle install, the arrival checkpoint (`ArrivalPipeline+Recovery`) and a
-    /// cleanup intent (`CleanupJournal`: it names files by inode), with their temporaries.
+    /// of the log, the watcher, setup, cleanup, bundle install and import, the arrival checkpoint
+    /// (`ArrivalPipeline+Recovery`), a cleanup intent (`CleanupJournal`: it names files by inode), with their
+    /// temporaries, and the import index's shared-memory file (its WAL is kept: it holds committed imports).
     static let recreatedStateFiles: Set<[UInt8]> = Set(
         [
             "events.lock", "watch.lock", "setup.lock", "cleanup.lock", "bundle.lock", "arrived.checkpoint",
             ".arrived.checkpoint.tmp",
-            "cleanup.intent", ".cleanup.intent.tmp",
+            "cleanup.intent", ".cleanup.intent.tmp", "import.lock", "import.sqlite-shm",
         ].map { Array($0.utf8) })
     /// The move journal's folder (`MoveJournal`), re-created when empty.
     static let journalFolder = Array("journal".utf8)
@@ -50,7 +51,7 @@ enum BackupRules {
         guard kind == .regular, components.count == inboxComponents.count + 1, components.starts(with: inboxComponents),
             let name = components.last
         else { return false }
-        return Inbox.isStagingName(name)
+        return Inbox.isStagingName(name) || Inbox.isImportStagingName(name)
     }
 
     /// Whether a link in `folder` to `target` surely stays in the container: relative, and any `..` comes
