@@ -778,6 +778,67 @@ def main():
     ]))
     write("empty.txt", b"")
     write("forwarded-message.eml", FORWARDED_EML)
+    write(os.path.join("mail", "quarterly-mail.eml"), quarterly_mail_eml())
+
+
+def quarterly_mail_eml():
+    """A multipart message for `inbox import`: a text body, two attachments (the invoice PDF and the team photo,
+    base64), and a forwarded message that carries the offsite invitation. Built by hand with fixed boundaries,
+    so the bytes are the same on every run."""
+    import base64
+
+    def b64(data):
+        text = base64.b64encode(data).decode("ascii")
+        return "\r\n".join(text[i:i + 76] for i in range(0, len(text), 76))
+
+    forwarded = crlf(
+        "From: Omar Haddad <omar@example.org>\n"
+        "To: Team <team@example.org>\n"
+        "Subject: Team offsite\n"
+        "Date: Thu, 05 Nov 2026 16:20:00 +0000\n"
+        "Message-ID: <offsite-2026@example.org>\n"
+        "MIME-Version: 1.0\n"
+        "Content-Type: multipart/mixed; boundary=\"inner-2026\"\n"
+        "\n"
+        "--inner-2026\n"
+        "Content-Type: text/plain; charset=utf-8\n"
+        "\n"
+        "The invitation is attached.\n"
+        "--inner-2026\n"
+        "Content-Type: text/calendar; charset=utf-8; name=\"team-offsite.ics\"\n"
+        "Content-Disposition: attachment; filename=\"team-offsite.ics\"\n"
+        "\n"
+    ) + TEAM_OFFSITE_ICS + "\r\n--inner-2026--\r\n"
+    message = crlf(
+        "From: Jane Doe <jane@example.org>\n"
+        "To: Me <me@example.org>\n"
+        "Subject: Q3: invoice, photo and the offsite\n"
+        "Date: Fri, 06 Nov 2026 09:30:00 +0000\n"
+        "Message-ID: <q3-mail-2026@example.org>\n"
+        "MIME-Version: 1.0\n"
+        "Content-Type: multipart/mixed; boundary=\"outer-2026\"\n"
+        "\n"
+        "--outer-2026\n"
+        "Content-Type: text/plain; charset=utf-8\n"
+        "\n"
+        "Hi, the invoice and the team photo are attached, and Omar's invitation below.\n"
+        "--outer-2026\n"
+        "Content-Type: application/pdf; name=\"invoice-2026-11.pdf\"\n"
+        "Content-Disposition: attachment; filename=\"invoice-2026-11.pdf\"\n"
+        "Content-Transfer-Encoding: base64\n"
+        "\n"
+    ) + b64(invoice_pdf()) + crlf(
+        "\n--outer-2026\n"
+        "Content-Type: image/png\n"
+        "Content-Disposition: attachment; filename=\"team-photo.png\"\n"
+        "Content-Transfer-Encoding: base64\n"
+        "\n"
+    ) + b64(team_photo_png()) + crlf(
+        "\n--outer-2026\n"
+        "Content-Type: message/rfc822\n"
+        "\n"
+    ) + forwarded + "--outer-2026--\r\n"
+    return message.encode("utf-8")
 
 
 if __name__ == "__main__":

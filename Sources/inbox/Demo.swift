@@ -38,7 +38,13 @@ enum Demo {
             for (file, _) in files {
                 _ = try inbox.deliver(contentsOf: file)
             }
-            try wait(for: .moved, count: files.count, in: inbox.log) { failure.withLock { $0 } }
+            // Mail, too: each message's attachments delivered once, a forwarded message walked into.
+            let importer = try MailImporter(inbox: inbox)
+            var attachments = 0
+            for message in mailFiles(under: samples) {
+                try importer.importSource(message.path) { attachments += $0.attachments.count }
+            }
+            try wait(for: .moved, count: files.count + attachments, in: inbox.log) { failure.withLock { $0 } }
         } catch {
             failure.withLock { $0 = $0 ?? error }
         }
@@ -95,9 +101,20 @@ enum Demo {
                 !["py", "md"].contains(url.pathExtension)
             else { continue }
             let relative = url.standardizedFileURL.path.dropFirst(root.path.count).drop(while: { $0 == "/" })
+            // Messages under mail/ are imported, not delivered as files.
+            guard !relative.hasPrefix("mail/") else { continue }
             files.append((url, String(relative)))
         }
         return files.sorted { $0.relative < $1.relative }
+    }
+}
+
+extension Demo {
+    /// The sample messages to import: the `.eml` files under `mail/`, in order.
+    static func mailFiles(under folder: String) -> [URL] {
+        let mail = URL(fileURLWithPath: folder, isDirectory: true).appendingPathComponent("mail")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: mail.path)) ?? []
+        return names.filter { $0.hasSuffix(".eml") }.sorted().map { mail.appendingPathComponent($0) }
     }
 }
 

@@ -238,11 +238,16 @@ import Testing
         let sampleCount = try FileManager.default.subpathsOfDirectory(atPath: samples).filter {
             var isFolder: ObjCBool = false
             _ = FileManager.default.fileExists(atPath: samples + "/" + $0, isDirectory: &isFolder)
-            return !isFolder.boolValue && !$0.hasSuffix(".py") && !$0.hasSuffix(".md")
+            return !isFolder.boolValue && !$0.hasSuffix(".py") && !$0.hasSuffix(".md") && !$0.hasPrefix("mail/")
         }.count
         #expect(sampleCount >= 12)
-        #expect(logRecords(container, event: "moved").count == sampleCount)
-        #expect(logRecords(container, event: "arrived").count == sampleCount)
+        // The sample mail carries three attachments, one of them in a forwarded message.
+        let imported = logRecords(container, event: "imported")
+        #expect(imported.map { $0["attachments"] as? Int } == [3])
+        #expect(logRecords(container, event: "moved").count == sampleCount + 3)
+        #expect(logRecords(container, event: "arrived").count == sampleCount + 3)
+        let documents = try FileManager.default.contentsOfDirectory(atPath: container + "/Documents")
+        #expect(documents.filter { $0.hasPrefix("team-offsite") }.count == 2, "delivered, and imported from the mail")
         #expect(result.stdoutText.contains("watch-started"))
         #expect(result.stdoutText.contains("Documents/page 2.pdf"), "the two page.pdf files both arrive")
         #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").isEmpty)

@@ -12,6 +12,7 @@ import Testing
         "empty.txt": "empty",
         "expenses-q3.csv": "csv",
         "forwarded-message.eml": "eml",
+        "mail/quarterly-mail.eml": "eml",
         "invoice-2026-11.pdf": "pdf",
         "jane-doe.vcf": "vcard",
         "make-samples.py": "text",

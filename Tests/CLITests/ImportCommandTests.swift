@@ -1,0 +1,267 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `inbox import`: real mail in, each attachment delivered once, with the exit statuses an MTA expects
+/// (ARCHITECTURE.md, "Mail import").
+@Suite struct ImportCommandTests {
+    static let corpus = "/usr/lib/python3.11/test/test_email/data"
+
+    /// A multipart message with two attachments and a forwarded message holding a third.
+    static let message = """
+        From: Alice <alice@example.org>
+        To: bob@example.org
+        Subject: the report
+        Message-ID: <report-1@example.org>
+        MIME-Version: 1.0
+        Content-Type: multipart/mixed; boundary="outer"
+
+        --outer
+        Content-Type: text/plain
+
+        See attached.
+        --outer
+        Content-Type: application/pdf; name="report.pdf"
+        Content-Disposition: attachment; filename="report.pdf"
+        Content-Transfer-Encoding: base64
+
+        JVBERi0xLjQKJcOkw7zDtsOfCjEgMCBvYmoKPDwvVHlwZS9DYXRhbG9nPj4KZW5kb2JqCiUlRU9GCg==
+        --outer
+        Content-Type: text/csv; name="../../figures.csv"
+        Content-Disposition: attachment; filename="../../figures.csv"
+
+        a,b
+        1,2
+        --outer
+        Content-Type: message/rfc822
+
+        From: Carol <carol@example.org>
+        Subject: forwarded
+        MIME-Version: 1.0
+        Content-Type: multipart/mixed; boundary="inner"
+
+        --inner
+        Content-Type: text/plain
+
+        inner body
+        --inner
+        Content-Type: application/octet-stream
+        Content-Disposition: attachment; filename="inner.bin"
+        Content-Transfer-Encoding: base64
+
+        AAECAwQFBgc=
+        --inner--
+        --outer--
+
+        """
+
+    /// What the oracle (Python's `email` package with the same rules) finds in a message: name, size, SHA-256.
+    static func oracle(_ path: String) throws -> [[String: Any]] {
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        let script = #filePath.replacingOccurrences(
+            of: "CLITests/ImportCommandTests.swift", with: "Oracle/mail_attachments.py")
+        python.arguments = [script, path]
+        let output = Pipe()
+        python.standardOutput = output
+        try python.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        python.waitUntilExit()
+        let object = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        return object?["attachments"] as? [[String: Any]] ?? []
+    }
+
+    /// The SHA-256 of each file in the Inbox and Documents, but the Inbox folder itself.
+    static func contents(_ container: String) throws -> [String] {
+        var sums: [String] = []
+        for folder in [container + "/Documents/Inbox", container + "/Documents"] {
+            for name in try FileManager.default.contentsOfDirectory(atPath: folder) where name != "Inbox" {
+                if name.hasPrefix(".") { continue }
+                let data = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+                sums.append(sha256(data))
+            }
+        }
+        return sums.sorted()
+    }
+
+    static func sha256(_ data: Data) -> String {
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        python.arguments = ["-c", "import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())"]
+        let input = Pipe()
+        let output = Pipe()
+        python.standardInput = input
+        python.standardOutput = output
+        try? python.run()
+        input.fileHandleForWriting.write(data)
+        try? input.fileHandleForWriting.close()
+        let result = output.fileHandleForReading.readDataToEndOfFile()
+        python.waitUntilExit()
+        return String(decoding: result, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test func aMessageIsImportedAsPythonReadsItAndOnlyOnce() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let path = try folder.file("report.eml", Self.message)
+        let expected = try Self.oracle(path)
+        #expect(expected.count == 3, "the oracle finds the two attachments and the forwarded one")
+
+        let first = try InboxProcess.run("--container", container, "import", "--json", path)
+        #expect(first.status == 0, "\(first.stderr)")
+        let objects = try #require(try JSONSerialization.jsonObject(with: Data(first.stdout)) as? [[String: Any]])
+        let message = try #require(objects.first)
+        #expect(message["status"] as? String == "imported")
+        #expect(message["message_id"] as? String == "report-1@example.org")
+        #expect(message["subject"] as? String == "the report")
+        let attachments = try #require(message["attachments"] as? [[String: Any]])
+        #expect(attachments.map { $0["name"] as? String } == expected.map { $0["name"] as? String })
+        #expect(attachments.map { $0["sha256"] as? String } == expected.map { $0["sha256"] as? String })
+        #expect(attachments.map { $0["size"] as? Int } == expected.map { $0["size"] as? Int })
+        #expect(attachments.allSatisfy { ($0["path"] as? String)?.hasPrefix(container + "/Documents/Inbox/") == true })
+        #expect(try Self.contents(container) == expected.compactMap { $0["sha256"] as? String }.sorted())
+
+        let again = try InboxProcess.run("--container", container, "import", path)
+        #expect(again.status == 0 && again.stdout.isEmpty, "\(again.stderr)")
+        #expect(try Self.contents(container).count == 3, "nothing delivered twice")
+        let imported = logRecords(container, event: "imported")
+        #expect(imported.map { $0["duplicate"] as? Bool } == [false, true])
+        let delivered = logRecords(container, event: "delivered")
+        #expect(
+            delivered.count == 3
+                && delivered.allSatisfy { $0["message_sha256"] as? String == message["message_sha256"] as? String })
+    }
+
+    @Test func pythonsCorpusIsImportedAsPythonReadsIt() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let files = try FileManager.default.contentsOfDirectory(atPath: Self.corpus)
+            .filter { $0.hasPrefix("msg_") && $0.hasSuffix(".txt") }.sorted().map { Self.corpus + "/" + $0 }
+        #expect(files.count > 40)
+        let result = try InboxProcess.run(
+            (["--container", container, "import", "--json"] + files).map { Array($0.utf8) })
+        // msg_19 does not start with a header field: not a message, so refused (65); every other source goes on.
+        #expect(result.status == 65, "\(result.stderr)")
+        let objects = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [[String: Any]])
+        #expect(objects.count == files.count)
+        var compared = 0
+        for object in objects where object["status"] as? String == "imported" {
+            let source = try #require(object["source"] as? String)
+            // msg_15 reuses its outer boundary inside: Python loses an attachment there that we find.
+            guard !source.hasSuffix("msg_15.txt") else { continue }
+            let ours = (object["attachments"] as? [[String: Any]] ?? []).map {
+                "\($0["size"] ?? "") \($0["sha256"] ?? "")"
+            }
+            let theirs = try Self.oracle(source).map { "\($0["size"] ?? "") \($0["sha256"] ?? "")" }
+            #expect(ours == theirs, "\(source)")
+            compared += 1
+        }
+        #expect(compared > 40)
+        #expect(
+            objects.filter { $0["status"] as? String == "refused" }.compactMap { $0["source"] as? String }.map {
+                ($0 as NSString).lastPathComponent
+            } == ["msg_19.txt"])
+    }
+
+    @Test func theExitStatusIsWhatAnMTAExpects() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let good = try folder.file("good.eml", Self.message)
+        let garbage = try folder.file("garbage.txt", "no header here\n")
+        let missing = try InboxProcess.run("--container", container, "import", folder.path + "/missing.eml", good)
+        #expect(missing.status == 66)
+        #expect(missing.lines.count == 3, "every source is still tried: \(missing.stdoutText)")
+        let bad = try InboxProcess.run("--container", container, "import", garbage)
+        #expect(bad.status == 65)
+        #expect(bad.stderr.split(separator: "\n").count == 2, "one line for the message, one summary: \(bad.stderr)")
+        let tooBig = try folder.file("big.eml", Self.message.replacingOccurrences(of: "report-1", with: "report-2"))
+        let refused = try InboxProcess.run("--container", container, "import", "--max-bytes", "10", tooBig)
+        #expect(refused.status == 65)
+        #expect(logRecords(container, event: "rejected").count == 2)
+        // Refused under a small limit, it may be imported later under a larger one.
+        #expect(try InboxProcess.run("--container", container, "import", tooBig).status == 0)
+    }
+
+    @Test func anMTAHandsAMessageOnStandardInputWithItsEnvelopeLine() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let result = try InboxProcess.run(
+            "--container", container, "import", "-",
+            input: "From alice@example.org Mon Jan  1 00:00:00 2024\n" + Self.message)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.lines.count == 3)
+        // The envelope line is not part of the message: the same message from a file is a duplicate.
+        let path = try folder.file("report.eml", Self.message)
+        #expect(try InboxProcess.run("--container", container, "import", path).stdout.isEmpty)
+        #expect(logRecords(container, event: "imported").last?["duplicate"] as? Bool == true)
+    }
+
+    @Test func anImportKilledAtAnyCallDeliversExactlyTheMissingWhenRunAgain() throws {
+        let expectedCount = 3
+        var crashes = 0
+        for call in 1...10_000 {
+            let folder = try TemporaryFolder()
+            let container = try folder.container()
+            let path = try folder.file("report.eml", Self.message)
+            let crashed = try InboxProcess.run(
+                "--container", container, "import", path, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
+            guard crashed.status == 128 + SIGKILL else {
+                #expect(crashed.status == 0, "\(crashed.stderr)")
+                break
+            }
+            crashes += 1
+            let again = try InboxProcess.run("--container", container, "import", path)
+            #expect(again.status == 0, "call \(call): \(again.stderr)")
+            let sums = try Self.contents(container)
+            #expect(
+                sums.count == expectedCount && Set(sums).count == expectedCount, "call \(call): \(sums.count) files")
+            let third = try InboxProcess.run("--container", container, "import", path)
+            #expect(third.stdout.isEmpty, "call \(call): complete after the retry")
+        }
+        print("crash points inbox import: \(crashes)")
+        #expect(crashes > 20)
+    }
+
+    @Test func twentyImportsOfOneMessageAtOnceDeliverItOnce() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let path = try folder.file("report.eml", Self.message)
+        let children = try (0..<20).map { _ in
+            try InboxProcess.start(["--container", container, "import", path].map { Array($0.utf8) })
+        }
+        let results = try children.map { try $0.finish() }
+        #expect(results.allSatisfy { $0.status == 0 }, "\(results.map(\.stderr))")
+        #expect(results.map(\.lines.count).reduce(0, +) == 3, "three attachments delivered in all")
+        #expect(try Self.contents(container).count == 3)
+    }
+
+    @Test func anMboxAndAMaildirAreImportedWholeAndTheMaildirIsLeftAsItWas() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let second = Self.message.replacingOccurrences(of: "report-1", with: "report-2")
+            .replacingOccurrences(of: "AAECAwQFBgc=", with: "CAkKCwwNDg8=")
+        let mbox = try folder.file(
+            "mail.mbox",
+            "From a Mon Jan  1 00:00:00 2024\n" + Self.message + "\nFrom b Mon Jan  1 00:00:01 2024\n" + second)
+        let result = try InboxProcess.run("--container", container, "import", "--json", mbox)
+        #expect(result.status == 0, "\(result.stderr)")
+        let objects = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [[String: Any]])
+        #expect(objects.map { $0["status"] as? String } == ["imported", "imported"])
+        let maildir = folder.path + "/Maildir"
+        for sub in ["cur", "new", "tmp"] {
+            try FileManager.default.createDirectory(atPath: maildir + "/" + sub, withIntermediateDirectories: true)
+        }
+        try Self.message.write(toFile: maildir + "/cur/1.host:2,S", atomically: false, encoding: .utf8)
+        let third = second.replacingOccurrences(of: "report-2", with: "report-3")
+        try third.write(toFile: maildir + "/new/2.host", atomically: false, encoding: .utf8)
+        let before = try FileManager.default.subpathsOfDirectory(atPath: maildir).sorted()
+        let fromMaildir = try InboxProcess.run("--container", container, "import", "--json", maildir)
+        #expect(fromMaildir.status == 0, "\(fromMaildir.stderr)")
+        let statuses = try #require(
+            try JSONSerialization.jsonObject(with: Data(fromMaildir.stdout)) as? [[String: Any]]
+        )
+        .map { $0["status"] as? String }
+        #expect(statuses.sorted { ($0 ?? "") < ($1 ?? "") } == ["duplicate", "imported"])
+        #expect(try FileManager.default.subpathsOfDirectory(atPath: maildir).sorted() == before)
+    }
+}
