@@ -150,7 +150,15 @@ extension AppBundle {
 
     /// One install at a time per container: `bundle.lock` in the state folder.
     private static func lock(_ container: Container) throws(ContainerError) -> FileDescriptor {
-        let path = container.stateDirectory + "/bundle.lock"
+        try container.lockStateFile("bundle.lock")
+    }
+}
+
+extension Container {
+    /// Takes an exclusive `flock` on the file `name` in the state folder (made when missing, never through a
+    /// symbolic link), waiting for any other holder; it is held until the descriptor closes.
+    public func lockStateFile(_ name: String) throws(ContainerError) -> FileDescriptor {
+        let path = stateDirectory + "/" + name
         do {
             let file = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
             try system_flock(file.rawValue, LOCK_EX)

@@ -142,14 +142,7 @@ extension Inbox {
 
     /// Holds `import.lock` in the state folder: one placement at a time per container, across processes.
     private func importLock() throws(ContainerError) -> FileDescriptor {
-        let path = container.stateDirectory + "/import.lock"
-        do {
-            let file = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
-            try system_flock(file.rawValue, LOCK_EX)
-            return file
-        } catch {
-            throw error.failure("lock", path)
-        }
+        try container.lockStateFile("import.lock")
     }
 }
 
