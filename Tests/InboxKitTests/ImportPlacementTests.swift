@@ -144,4 +144,31 @@ import Testing
         #expect(try importOnce(scratch, index: index).error == nil)
         try expectEachOnce(scratch)
     }
+
+    @Test func aBackupTakenMidPlacementRestoresAnIndexThatDeliversTheMissingAgain() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let index = try ImportIndex(container: scratch.container)
+        let (message, _) = try staged(scratch)
+        // The backup catches the import between its placing records and the renames: the staging files are
+        // left out of the archive, the records are in it.
+        try index.markPlacing(Self.key, message.attachments.enumerated().map { ($0.offset, $0.element) })
+        _ = try BackupArchive(path: scratch.outside("backup.tar")).write(from: scratch.container)
+        let restored = try Container.create(at: scratch.outside("restored"), appName: "Restored")
+        _ = try BackupArchive(path: scratch.outside("backup.tar")).restore(into: restored)
+
+        let inbox = try Inbox(container: restored)
+        let folder = SharedDescriptor(try restored.openFolder(.inbox))
+        let copies = try Self.attachments.map { attachment in
+            try inbox.stage(
+                Inbox.importStagingName(), named: try name(attachment.name), shown: attachment.name,
+                in: folder.rawValue
+            ) { file in try file.writeAll(attachment.bytes) }
+        }
+        let again = inbox.placeOnce(
+            StagedMessage(key: Self.key, messageID: nil, source: "m1.eml", attachments: copies),
+            index: try ImportIndex(container: restored), folder: folder.rawValue)
+        #expect(again.error == nil)
+        #expect(again.delivered.map(\.ordinal) == [0, 1, 2], "nothing taken for placed that never was")
+    }
 }

@@ -67,6 +67,8 @@ extension BackupArchive {
                 stagingPath: restoreSwitch.stagingPath, shown: path, ownWorkingFolder: ownWorkingFolder)
             report = try job.runOnOwnThread()
             try ClaimedItems.unclaim(inStaging: staging.rawValue, &report, shown: restoreSwitch.stagingPath)
+            try ImportIndex.forgetPlacements(
+                ofIndexAt: restoreSwitch.stagingPath + "/" + Container.stateRelativePath + "/import.sqlite")
         } catch {
             throw restoreSwitch.discarding(after: error)
         }

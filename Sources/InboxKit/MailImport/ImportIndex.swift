@@ -17,8 +17,12 @@ final class ImportIndex {
 
     static func path(_ container: Container) -> String { container.stateDirectory + "/import.sqlite" }
 
-    init(container: Container) throws(ContainerError) {
-        database = try SQLiteDatabase(path: Self.path(container))
+    convenience init(container: Container) throws(ContainerError) {
+        try self.init(path: Self.path(container))
+    }
+
+    init(path: String) throws(ContainerError) {
+        database = try SQLiteDatabase(path: path)
         try database.execute(
             """
             PRAGMA journal_mode=WAL;
@@ -47,6 +51,18 @@ final class ImportIndex {
             if let name = FileName(bytes: row.blob(0)) { names.insert(name) }
         }
         return names
+    }
+
+    /// Forgets every placing record of the index at `path`, if there is one: restored from a backup, they name
+    /// staging files of another container (which backups leave out), so their messages' next import delivers
+    /// what is missing. It may deliver again one that was renamed just before the backup: twice, never lost.
+    static func forgetPlacements(ofIndexAt path: String) throws(ContainerError) {
+        do {
+            guard try fileStatusIfPresent(in: currentDirectory, path) != nil else { return }
+        } catch {
+            throw error.failure("read", path)
+        }
+        try ImportIndex(path: path).database.execute("DELETE FROM parts WHERE delivered = 0")
     }
 
     /// Whether every attachment of the message was delivered.
