@@ -1,5 +1,7 @@
 # Two commands on a fresh Debian machine with Swift: `make demo` and `make test`.
 SWIFT ?= swift
+# Warnings are errors here and in CI (not in Package.swift, which a versioned dependency may not carry unsafe flags in).
+STRICT = -Xswiftc -warnings-as-errors
 APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
 	libytnef0-dev libpython3.11-testsuite
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -23,10 +25,10 @@ deps:
 	fi
 
 build: deps
-	$(SWIFT) build
+	$(SWIFT) build $(STRICT)
 
 test: deps
-	$(SWIFT) test
+	$(SWIFT) test $(STRICT)
 
 demo: build
 	$$($(SWIFT) build --show-bin-path)/inbox $(if $(DEMO_CONTAINER),--container $(DEMO_CONTAINER)) demo --samples SampleAttachments

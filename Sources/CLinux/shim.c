@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -240,4 +241,26 @@ int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status) {
     status->born_seconds = raw.stx_btime.tv_sec;
     status->born_nanoseconds = raw.stx_btime.tv_nsec;
     return 0;
+}
+
+// MARK: - Termination signals to a pipe (ARCHITECTURE.md, "The command line")
+
+static _Atomic int inbox_signal_pipe = -1;
+
+static void inbox_signal_to_pipe(int signal) {
+    int saved = errno;
+    unsigned char number = (unsigned char)signal;
+    int fd = inbox_signal_pipe;
+    if (fd >= 0) (void)write(fd, &number, 1);
+    errno = saved;
+}
+
+int inbox_catch_signal_to_pipe(int signal, int write_fd, struct sigaction *previous) {
+    inbox_signal_pipe = write_fd;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = inbox_signal_to_pipe;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    return sigaction(signal, &action, previous);
 }

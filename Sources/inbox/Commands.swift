@@ -198,9 +198,8 @@ struct WatchCommand: Command {
         options.once = arguments.flags.contains("--once")
         options.report = { Output.problem($0) }
         let watcher = Watcher(inbox: try Inbox(containerPath: containerPath), options: options)
-        let signals = watcher.stopOnTerminationSignals()
+        try watcher.stopOnTerminationSignals()
         try watcher.run()
-        withExtendedLifetime(signals) {}
     }
 }
 

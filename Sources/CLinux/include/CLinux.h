@@ -1,6 +1,7 @@
 #ifndef INBOX_CLINUX_H
 #define INBOX_CLINUX_H
 
+#include <signal.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -96,5 +97,9 @@ int inbox_seccomp_filter_available(void);
 /// seccomp(SECCOMP_SET_MODE_FILTER) on the calling thread: the chmod, chown, utime and xattr-setting calls
 /// and the inode-flag ioctls fail with EPERM, as do system calls of another ABI (32-bit, x32).
 int inbox_seccomp_deny_metadata_changes(void);
+
+/// Handles `signal` by writing its number, one byte, to `write_fd` (async-signal-safe), with SA_RESTART; the
+/// handling it had before goes to `previous`. One descriptor for all signals caught this way.
+int inbox_catch_signal_to_pipe(int signal, int write_fd, struct sigaction *previous);
 
 #endif

@@ -12,7 +12,11 @@ public enum DeliverySource: Sendable {
 
 extension Inbox {
     /// Delivers a copy of the file at `url` atomically and returns its URL in the Inbox (ARCHITECTURE.md, "Delivery").
+    /// A URL that is not a `file:` URL is refused (exit status 64): only a file on this machine can be delivered.
     public func deliver(contentsOf url: URL, suggestedName: String? = nil) throws(ContainerError) -> URL {
+        guard url.isFileURL else {
+            throw ContainerError(.usage, "cannot deliver '\(url.absoluteString)': not a file URL (file:///…)")
+        }
         let name = suggestedName.map { Inbox.sanitizedName(Array($0.utf8)) }
         return try deliver([.file(path: Array(url.path.utf8), name: name)])[0].url
     }

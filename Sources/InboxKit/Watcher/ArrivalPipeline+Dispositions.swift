@@ -24,24 +24,40 @@ extension ArrivalPipeline {
 
     var mover: Mover { Mover(inbox: inbox, inboxFolder: inboxFolder, documents: documents) }
 
-    /// Applies a move or deletion and appends its record (`moved`, `deleted`, or `error`). True when the item
-    /// left the Inbox; false when it stays: kept, gone already, replaced by another file (which then arrives
-    /// itself), or failed (then scheduled again).
-    func apply(_ decided: Decided, reason: String, to records: inout EncodedEvents) -> Bool {
-        guard decided.disposition != .keep else { return false }
+    /// What applying a disposition did.
+    enum Applied {
+        /// It stays: kept, gone already, replaced by another file (which then arrives itself), or failed (then
+        /// scheduled again).
+        case stayed
+        /// Moved into Documents under this name.
+        case moved(FileName)
+        case deleted
+
+        /// Whether the item left the Inbox.
+        var left: Bool {
+            if case .stayed = self { return false }
+            return true
+        }
+    }
+
+    /// Applies a move or deletion and appends its record (`moved`, `deleted`, or `error`).
+    func apply(_ decided: Decided, reason: String, to records: inout EncodedEvents) -> Applied {
+        guard decided.disposition != .keep else { return .stayed }
         do {
             switch decided.disposition {
             case .keep:
-                return false
+                return .stayed
             case .delete:
-                guard try mover.delete(decided.name, expected: decided.status) else { return false }
+                guard try mover.delete(decided.name, expected: decided.status) else { return .stayed }
                 records.begin(.deleted)
                 records.field("path", folder: loggedInbox, decided.name)
                 records.field("reason", reason)
                 records.field("id", identity: decided.identity)
                 records.end()
+                failed.remove(decided.name)
+                return .deleted
             case .move:
-                guard let moved = try mover.move(decided.name, expected: decided.status) else { return false }
+                guard let moved = try mover.move(decided.name, expected: decided.status) else { return .stayed }
                 if let intent = moved.copyIntent { intentsToEnd.append(intent) }
                 records.appendMoved(
                     from: decided.name, to: moved.name, reason: reason, identity: decided.identity,
@@ -52,18 +68,18 @@ extension ArrivalPipeline {
                     // Moved all the same: only its write bit is missing.
                     fail(during: "restore the write bit", moved.name, error, folder: loggedDocuments, to: &records)
                 }
+                failed.remove(decided.name)
+                return .moved(moved.name)
             }
-            failed.remove(decided.name)
-            return true
         } catch {
             if error == .noSuchFile, !stillThere(decided) {
                 failed.remove(decided.name)
-                return false
+                return .stayed
             }
             let during = decided.disposition == .move ? "move" : "delete"
             fail(during: during, decided.name, error, folder: loggedInbox, to: &records)
             failed.schedule(decided.name, decided.pending)
-            return false
+            return .stayed
         }
     }
 
@@ -115,7 +131,7 @@ extension ArrivalPipeline {
                 continue
             }
             let decided = Decided(name: name, status: status, disposition: entry.payload.disposition)
-            if apply(decided, reason: "retry", to: &records) { arrived.remove(decided.identity) }
+            if apply(decided, reason: "retry", to: &records).left { arrived.remove(decided.identity) }
         }
         return records
     }

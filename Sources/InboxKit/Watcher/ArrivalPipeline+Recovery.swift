@@ -69,7 +69,7 @@ extension ArrivalPipeline {
         }
         if let status, Identity(status) == id {
             let decided = Decided(name: name, status: status, disposition: disposition)
-            if apply(decided, reason: "recovered", to: &records) { arrived.remove(id) }
+            if apply(decided, reason: "recovered", to: &records).left { arrived.remove(id) }
             return
         }
         if disposition == .delete {

@@ -147,7 +147,7 @@ final class ArrivalPipeline {
             }
         }
         for rejection in rejections { records.append(rejection) }
-        let arrivals = batch.map { prepared in
+        var arrivals = batch.map { prepared in
             Arrival(
                 item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),
                 sha256: prepared.inspection.sha256, type: prepared.inspection.type)
@@ -166,13 +166,15 @@ final class ArrivalPipeline {
         // Inbox is remembered, so memory stays flat however many pass through.
         var applied = EncodedEvents(reservingCapacity: batch.count)
         let reason = handlerName == nil ? "on-arrival" : "handler"
-        for prepared in batch {
-            if apply(prepared.decided, reason: reason, to: &applied) {
+        for (index, prepared) in batch.enumerated() {
+            let outcome = apply(prepared.decided, reason: reason, to: &applied)
+            if outcome.left {
                 arrived.remove(prepared.identity)
             } else {
                 arrived.insert(prepared.identity)
                 scanPresent?.insert(prepared.identity)
             }
+            arrivals[index].settle(prepared.disposition, outcome)
         }
         try commitApplied(applied)
         return arrivals

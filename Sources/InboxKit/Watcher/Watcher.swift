@@ -1,4 +1,5 @@
 import AppContainer
+import CLinux
 import Foundation
 import Synchronization
 
@@ -28,10 +29,33 @@ public struct WatchOptions: Sendable {
 
 /// A file that arrived in the Inbox: the read-only item and what its contents are.
 public struct Arrival: Sendable {
+    /// The item as it arrived in the Inbox (read-only).
     public let item: InboxItem
     public let sha256: String
     /// A short name sniffed from the contents: pdf, png, jpeg, gif, office, zip, text, calendar, vcard, eml, …
     public let type: String
+    /// What became of it, on the `arrivals` stream: the disposition decided. Nil while a handler decides.
+    public internal(set) var disposition: Disposition?
+    /// Where the file is now, on the `arrivals` stream: in the Inbox (kept, or a move that failed and waits for a
+    /// retry), in Documents (moved, perhaps under a clash name), or nil once deleted.
+    public internal(set) var url: URL?
+
+    init(item: InboxItem, sha256: String, type: String) {
+        self.item = item
+        self.sha256 = sha256
+        self.type = type
+        url = item.url
+    }
+
+    /// Records the disposition and what applying it did.
+    mutating func settle(_ disposition: Disposition, _ outcome: ArrivalPipeline.Applied) {
+        self.disposition = disposition
+        switch outcome {
+        case .stayed: url = item.url
+        case .moved(let name): url = item.inbox.container.url(.documents).appendingPathComponent(name.string)
+        case .deleted: url = nil
+        }
+    }
 }
 
 /// A library handler: it gets each arrival read-only and says what becomes of it.
@@ -51,6 +75,8 @@ public final class Watcher: Sendable {
     let queue = WatchQueue()
     private let stream: AsyncStream<Arrival>
     private let continuation: AsyncStream<Arrival>.Continuation
+    /// What `stopOnTerminationSignals` installed, undone when `run` returns.
+    private let signalCatch = SignalCatch()
 
     public init(inbox: Inbox, options: WatchOptions = WatchOptions(), handler: (any ArrivalHandler)? = nil) {
         self.inbox = inbox
@@ -67,18 +93,41 @@ public final class Watcher: Sendable {
         queue.stop()
     }
 
-    /// Stops the watcher on SIGTERM and SIGINT, for as long as the returned sources are kept.
-    public func stopOnTerminationSignals() -> [any DispatchSourceSignal] {
-        [SIGTERM, SIGINT].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [self] in
-                options.report?("stopping on \(number == SIGTERM ? "SIGTERM" : "SIGINT")")
+    /// Stops the watcher on SIGTERM and SIGINT until `run` returns; both signals then get back the handling they
+    /// had before. The handler only writes the signal's number to a pipe; a thread of the watcher's reads it.
+    public func stopOnTerminationSignals() throws(ContainerError) {
+        let (read, write): (CInt, CInt)
+        do {
+            (read, write) = try system_pipe()
+        } catch {
+            throw error.failure("catch SIGTERM and SIGINT with", "a pipe")
+        }
+        var saved: [(CInt, sigaction)] = []
+        for number in [SIGTERM, SIGINT] {
+            var previous = sigaction()
+            guard inbox_catch_signal_to_pipe(number, write, &previous) == 0 else { continue }
+            saved.append((number, previous))
+        }
+        signalCatch.set(SignalCatch.Installed(write: write, previous: saved))
+        Thread.detachNewThread { [self] in
+            let reader = FileDescriptor(owning: read)
+            var byte: [UInt8] = [0]
+            // Ends when the write end closes, once `run` has returned.
+            while (try? byte.withUnsafeMutableBytes { try reader.read(into: $0) }) == 1 {
+                options.report?("stopping on \(CInt(byte[0]) == SIGTERM ? "SIGTERM" : "SIGINT")")
                 stop()
             }
-            source.resume()
-            return source
         }
+    }
+
+    /// Gives SIGTERM and SIGINT back the handling they had before `stopOnTerminationSignals`.
+    private func releaseTerminationSignals() {
+        guard let installed = signalCatch.take() else { return }
+        for (number, previous) in installed.previous {
+            var restored = previous
+            sigaction(number, &restored, nil)
+        }
+        try? system_close(installed.write)
     }
 
     func report(_ line: String) {
@@ -103,6 +152,7 @@ public final class Watcher: Sendable {
                 .busy, "a watcher already runs in this process: libinotifytools has one global instance")
         }
         defer { if holdsInotify { Watcher.inotifyInUse.withLock { $0 = false } } }
+        defer { releaseTerminationSignals() }
         let lock = try WatcherLock(container: inbox.container)
         defer { withExtendedLifetime(lock) {} }
         // One-time setup and the cleanup policy run beside the watcher; `--once` waits for them, a stop
@@ -185,5 +235,27 @@ public final class Watcher: Sendable {
         var current = sigaction()
         guard sigaction(SIGIO, nil, &current) == 0, current.__sigaction_handler.sa_handler == nil else { return }
         signal(SIGIO, SIG_IGN)
+    }
+}
+
+/// The pipe's write end and the handling SIGTERM and SIGINT had before, kept under a lock.
+private final class SignalCatch: @unchecked Sendable {
+    struct Installed {
+        let write: CInt
+        let previous: [(CInt, sigaction)]
+    }
+
+    private let lock = NSLock()
+    private var installed: Installed?
+
+    func set(_ value: Installed) {
+        lock.withLock { installed = value }
+    }
+
+    func take() -> Installed? {
+        lock.withLock {
+            defer { installed = nil }
+            return installed
+        }
     }
 }

@@ -1,0 +1,7 @@
+import Foundation
+
+/// `error.localizedDescription` is the message a person can act on, not Swift's generic "The operation could
+/// not be completed".
+extension ContainerError: LocalizedError {
+    public var errorDescription: String? { message }
+}
