@@ -91,7 +91,7 @@ import Testing
         var options = WatchOptions()
         options.once = true
         let watcher = Watcher(inbox: inbox, options: options, handler: Sorter())
-        try watcher.run()
+        try await watcher.run()
         var seen: [String: Arrival] = [:]
         for await arrival in watcher.arrivals { seen[arrival.item.name.string] = arrival }
         #expect(seen["invoice.pdf"]?.disposition == .move)
@@ -101,5 +101,50 @@ import Testing
         #expect(seen["notes.txt"]?.url?.path == container.root + "/Documents/Inbox/notes.txt")
         #expect(seen["junk.tmp"]?.disposition == .delete)
         #expect(seen["junk.tmp"]?.url == nil)
+    }
+
+    /// Asks an actor before it answers: PDFs move, the rest stay.
+    actor Ledger {
+        var asked: [String] = []
+        func note(_ name: String) { asked.append(name) }
+    }
+
+    struct AwaitingSorter: AsyncArrivalHandler {
+        let ledger: Ledger
+        func handle(_ arrival: Arrival) async -> Disposition {
+            await ledger.note(arrival.item.name.string)
+            return arrival.type == "pdf" ? .move : .keep
+        }
+    }
+
+    @Test func theWatcherRunsInATaskWithAnAsyncHandlerAndStopsWhenTheTaskIsCancelled() async throws {
+        let (container, folder) = try container()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let inbox = try Inbox(container: container)
+        let ledger = Ledger()
+        let watcher = Watcher(inbox: inbox, asyncHandler: AwaitingSorter(ledger: ledger))
+        let running = Task { try await watcher.run() }
+        // The README's pattern: a task reads the arrivals while the watcher runs; neither blocks the other.
+        let reader = Task {
+            var names: [String] = []
+            for await arrival in watcher.arrivals {
+                names.append(arrival.item.name.string)
+                if names.count == 2 { break }
+            }
+            return names.sorted()
+        }
+        let log = try EventLog(container: container)
+        let deadline = Date().addingTimeInterval(30)
+        while try log.records(kinds: ["watch-started"]).isEmpty, Date() < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        _ = try inbox.deliver(data: Data("%PDF-1.4\n%%EOF\n".utf8), suggestedName: "invoice.pdf")
+        _ = try inbox.deliver(data: Data("notes\n".utf8), suggestedName: "notes.txt")
+        #expect(await reader.value == ["invoice.pdf", "notes.txt"])
+        #expect(await ledger.asked.sorted() == ["invoice.pdf", "notes.txt"])
+        running.cancel()
+        try await running.value
+        #expect(try log.records(kinds: ["watch-stopped"]).count == 1, "cancelling the task stopped it")
+        #expect(FileManager.default.fileExists(atPath: container.root + "/Documents/invoice.pdf"))
     }
 }
