@@ -22,26 +22,34 @@ public enum ClashNaming: Sendable {
         return FileName(bytes: keptStem + suffix + keptExt) ?? name
     }
 
-    /// The attempts `firstFree` makes, in order: 0 to 99 one by one, then doubling (100, 200, 400, …), so that
-    /// a folder holding thousands of clashes costs a few dozen tries, and a free name is always found.
-    public static func attempts() -> some Sequence<Int> {
-        sequence(first: 0) { attempt in
-            guard attempt < Int.max / 2 else { return nil }
-            return attempt < 100 ? attempt + 1 : attempt * 2
-        }
+    /// The first attempts `firstFree` makes, in order: 0 to 99 one by one, then doubling (100, 200, 400, … up
+    /// to 6,553,600), so that a folder holding thousands of clashes in a row costs a few dozen tries.
+    public static func attempts() -> [Int] {
+        Array(0..<100) + (0...16).map { 100 << $0 }
     }
 
     /// Calls `place` with successive candidates until one does not clash (EEXIST); returns the name used.
-    /// It never gives up while a free name exists.
+    /// After `attempts()` (whose doubling numbers fill up when every clash takes the next, as 10,000 mails that
+    /// each carry an `attachment-1.bin` do), it tries random numbers below a billion, then every number in turn:
+    /// it never gives up while a free name exists.
     public func firstFree(for name: FileName, _ place: (FileName) throws(Errno) -> Void) throws(Errno) -> FileName {
-        for attempt in Self.attempts() {
+        func placed(_ attempt: Int) throws(Errno) -> FileName? {
             let candidate = candidate(for: name, attempt: attempt)
             do {
                 try place(candidate)
                 return candidate
             } catch .fileExists {
-                continue
+                return nil
             }
+        }
+        for attempt in Self.attempts() {
+            if let name = try placed(attempt) { return name }
+        }
+        for _ in 0..<64 {
+            if let name = try placed(Int.random(in: 100..<1_000_000_000)) { return name }
+        }
+        for attempt in 100..<Int.max {
+            if let name = try placed(attempt) { return name }
         }
         throw Errno.fileExists
     }

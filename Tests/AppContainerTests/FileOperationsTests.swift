@@ -128,6 +128,24 @@ import Testing
         #expect(attempts < 120)
     }
 
+    @Test func firstFreeKeepsFindingNamesWhenEveryClashTakesTheNext() throws {
+        // 10,000 mails that each carry an `attachment-1.bin`: every delivery takes the name the last one found
+        // free, so the doubling numbers all fill up (they ran out at 157 names).
+        var taken: Set<String> = []
+        var most = 0
+        for _ in 0..<1_000 {
+            var attempts = 0
+            let chosen = try ClashNaming.inbox.firstFree(for: name("attachment-1.bin")) { candidate throws(Errno) in
+                attempts += 1
+                guard taken.insert(candidate.string).inserted else { throw Errno.fileExists }
+            }
+            #expect(chosen.string.hasPrefix("attachment-1"))
+            most = max(most, attempts)
+        }
+        #expect(taken.count == 1_000)
+        #expect(most < 200, "a few hundred tries at most: \(most)")
+    }
+
     @Test func firstFreeOnARealFolder() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

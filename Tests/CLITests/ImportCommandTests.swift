@@ -264,4 +264,33 @@ import Testing
         #expect(statuses.sorted { ($0 ?? "") < ($1 ?? "") } == ["duplicate", "imported"])
         #expect(try FileManager.default.subpathsOfDirectory(atPath: maildir).sorted() == before)
     }
+
+    @Test func twoHundredMailsWithANamelessAttachmentEachAreAllImported() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        // Each nameless attachment is `attachment-1.pdf`: 200 of them clash with each other.
+        let messages = (0..<200).map { index in
+            """
+            From sender Mon Jan  1 00:00:00 2024
+            Subject: scan \(index)
+            Message-ID: <scan-\(index)@example.org>
+            MIME-Version: 1.0
+            Content-Type: multipart/mixed; boundary="b"
+
+            --b
+            Content-Type: application/pdf
+            Content-Disposition: attachment
+
+            %PDF-1.4 scan \(index)
+            --b--
+
+            """
+        }
+        let mbox = try folder.file("scans.mbox", messages.joined())
+        let result = try InboxProcess.run("--container", container, "import", mbox)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.lines.count == 200)
+        let names = try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox")
+        #expect(names.count == 200 && names.allSatisfy { $0.hasPrefix("attachment-1") && $0.hasSuffix(".pdf") })
+    }
 }
