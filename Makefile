@@ -14,7 +14,7 @@ UNITDIR ?= /etc/systemd/system
 # not load the Swift runtime from the toolchain (the default build has it in its RUNPATH).
 INSTALL_SWIFTFLAGS ?=
 
-.PHONY: deps build test demo lint format clean bench install uninstall
+.PHONY: deps build test demo lint format clean bench bench-mail bench-tools bench-mail-tools install uninstall
 
 # Installs the Debian packages the build links against, only when one is missing.
 deps:
@@ -42,14 +42,33 @@ format:
 clean:
 	rm -rf .build
 
-# The benchmark of ARCHITECTURE.md, "The hot path": inbox watch against inotifywait and a raw C mover (Benchmarks/run-bench).
-# inotify-tools is installed for it alone, when missing. BENCH_SIZES="10000" runs a subset.
-bench: deps
+# The benchmark of ARCHITECTURE.md, "The hot path": inbox watch against inotifywait and a raw C mover (Benchmarks/run-bench),
+# then the mail import's: inbox import against ripmime and munpack on one generated Maildir (Benchmarks/run-mail-bench).
+# inotify-tools, ripmime and mpack are installed for them alone, when missing. BENCH_SIZES="10000" runs a subset of the
+# first, BENCH_MAIL_MESSAGES=1000 a smaller Maildir for the second.
+bench: deps bench-tools bench-mail-tools
+	$(SWIFT) build -c release
+	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-bench
+	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-mail-bench
+
+# The mail-import benchmark alone.
+bench-mail: deps bench-mail-tools
+	$(SWIFT) build -c release
+	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-mail-bench
+
+bench-tools:
 	@command -v inotifywait >/dev/null 2>&1 || { echo "Installing inotify-tools"; \
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y inotify-tools; }
 	@command -v cc >/dev/null 2>&1 || { echo "make bench needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
-	$(SWIFT) build -c release
-	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-bench
+
+bench-mail-tools:
+	@missing=""; command -v ripmime >/dev/null 2>&1 || missing="$$missing ripmime"; \
+	command -v munpack >/dev/null 2>&1 || missing="$$missing mpack"; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing$$missing"; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
+	fi
+	@command -v cc >/dev/null 2>&1 || { echo "make bench-mail needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
 
 # Builds in release and installs the binary and the watcher's unit (ExecStart pointed at $(PREFIX)/bin).
 # Then: systemctl daemon-reload; systemctl enable --now "inbox-watch@$$(systemd-escape --path DIR).service"
