@@ -107,12 +107,14 @@ final class ImportIndex {
     }
 
     /// Records attachments as delivered, those given as not placed after all, and whether the message is now
-    /// complete (with `count` attachments in all).
+    /// complete (with `count` attachments in all). Synced only when it forgets a placing record (its staging file
+    /// is removed next, and a record left behind would take the missing file for placed); otherwise a crash
+    /// that loses it leaves the placing records, which the next import settles the same way by their names.
     func settle(
         _ key: [UInt8], delivered: [(ordinal: Int, name: FileName?)], notPlaced: [Int], complete: Bool, count: Int,
         messageID: String?
     ) throws(ContainerError) {
-        try database.transaction { () throws(ContainerError) in
+        try database.transaction(durable: !notPlaced.isEmpty) { () throws(ContainerError) in
             for (ordinal, name) in delivered {
                 try database.query(
                     "INSERT OR REPLACE INTO parts(key, ordinal, delivered, name) VALUES (?, ?, 1, ?)",

@@ -37,8 +37,10 @@ final class SQLiteDatabase {
     }
 
     /// Runs `body` in a transaction that takes the write lock at once, committed when it returns and rolled
-    /// back when it throws.
-    func transaction<R>(_ body: () throws(ContainerError) -> R) throws(ContainerError) -> R {
+    /// back when it throws. Not `durable`, the commit is not synced (WAL, `synchronous=NORMAL`): the next durable
+    /// commit syncs it with its own.
+    func transaction<R>(durable: Bool = true, _ body: () throws(ContainerError) -> R) throws(ContainerError) -> R {
+        try execute(durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
         try execute("BEGIN IMMEDIATE")
         do {
             let value = try body()
