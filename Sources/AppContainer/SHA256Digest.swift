@@ -95,6 +95,26 @@ public final class SHA256Digest {
         return try finish()
     }
 
+    /// Lowercase hex digits of `bytes`: how a digest is written.
+    public static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = hexDigit(byte >> 4)
+                out[2 * index + 1] = hexDigit(byte & 0x0F)
+            }
+            return bytes.count * 2
+        }
+    }
+
+    /// Lowercase hex digits of `bytes`.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        bytes.withUnsafeBytes { hex($0) }
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+
     private static func failure(_ function: String) -> ContainerError {
         ContainerError(.failure, "cannot compute a SHA-256: \(function) failed in libcrypto")
     }

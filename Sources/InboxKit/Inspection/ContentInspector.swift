@@ -78,7 +78,7 @@ public final class ContentInspector {
             count = try fill(fd, at: offset, size: size)
             offset += Int64(count)
         }
-        let hex = try digest.finish().withUnsafeBytes(Self.hex)
+        let hex = try digest.finish().withUnsafeBytes(SHA256Digest.hex)
         return Inspection(sha256: hex, type: type, mime: mime)
     }
 
@@ -113,20 +113,6 @@ public final class ContentInspector {
         return (Self.typeName(mime: mime, head: head), mime)
     }
 
-    /// Lowercase hex digits of `bytes`.
-    private static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
-        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            for (index, byte) in bytes.enumerated() {
-                out[2 * index] = hexDigit(byte >> 4)
-                out[2 * index + 1] = hexDigit(byte & 0x0F)
-            }
-            return bytes.count * 2
-        }
-    }
-
-    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
-    }
 }
 
 // MARK: - Type names

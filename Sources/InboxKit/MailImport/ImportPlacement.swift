@@ -11,7 +11,7 @@ struct StagedMessage {
     /// In the message's order: an attachment's index is its ordinal.
     var attachments: [StagedDelivery]
 
-    var keyHex: String { key.map { String($0, radix: 16).leftPadded(to: 2) }.joined() }
+    var keyHex: String { SHA256Digest.hex(key) }
 }
 
 /// What placing a message did.
@@ -143,11 +143,5 @@ extension Inbox {
     /// Holds `import.lock` in the state folder: one placement at a time per container, across processes.
     private func importLock() throws(ContainerError) -> FileDescriptor {
         try container.lockStateFile("import.lock")
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -51,7 +51,7 @@ public final class MailImporter {
     /// Imports one message of a source: parsed, its attachments staged (decoded straight to disk), then placed
     /// once. Not a message, or past a limit: refused, with a `rejected` record.
     func importMessage(_ message: SourceMessage) throws(ContainerError) -> ImportedMessage {
-        let keyHex = message.key.map { String(format: "%02x", $0) }.joined()
+        let keyHex = SHA256Digest.hex(message.key)
         let parsed: MailMessage
         do {
             parsed = try MailMessage(
@@ -123,7 +123,7 @@ public final class MailImporter {
                 throw error.failure("read", inbox.itemPath(file.staging))
             }
             let sum = try digest.hash(staged.rawValue, from: 0, to: nil, shown: file.shown)
-            return sum.map { String(format: "%02x", $0) }.joined()
+            return SHA256Digest.hex(sum)
         } catch {
             throw .io(error)
         }

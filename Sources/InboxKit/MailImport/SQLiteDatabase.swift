@@ -7,6 +7,11 @@ import CSQLite
 final class SQLiteDatabase {
     private let handle: OpaquePointer
     let path: String
+    /// Statements prepared once and used again, by their SQL: parsing SQL for every message cost a tenth of
+    /// an import's time.
+    private var prepared: [String: OpaquePointer] = [:]
+    /// Whether commits are synced now (`synchronous=FULL`), once a transaction has set it.
+    private var synchronousFull: Bool?
 
     /// Opens (creating) the database at `path`, never through a symbolic link, and waits up to `busyTimeout`
     /// milliseconds for another process's lock.
@@ -27,6 +32,7 @@ final class SQLiteDatabase {
     }
 
     deinit {
+        for statement in prepared.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(handle)
     }
 
@@ -40,7 +46,10 @@ final class SQLiteDatabase {
     /// back when it throws. Not `durable`, the commit is not synced (WAL, `synchronous=NORMAL`): the next durable
     /// commit syncs it with its own.
     func transaction<R>(durable: Bool = true, _ body: () throws(ContainerError) -> R) throws(ContainerError) -> R {
-        try execute(durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
+        if synchronousFull != durable {
+            try execute(durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
+            synchronousFull = durable
+        }
         try execute("BEGIN IMMEDIATE")
         do {
             let value = try body()
@@ -56,12 +65,12 @@ final class SQLiteDatabase {
     func query(_ sql: String, _ values: [SQLiteValue] = [], row: (SQLiteRow) throws(ContainerError) -> Void = { _ in })
         throws(ContainerError)
     {
-        var prepared: OpaquePointer?
-        var result = sqlite3_prepare_v2(handle, sql, -1, &prepared, nil)
-        guard result == SQLITE_OK, let statement = prepared else {
-            throw Self.error(result, handle, doing: "read", path)
+        let statement = try statement(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
         }
-        defer { sqlite3_finalize(statement) }
+        var result: CInt
         for (index, value) in values.enumerated() {
             let position = CInt(index + 1)
             switch value {
@@ -81,6 +90,18 @@ final class SQLiteDatabase {
             guard result == SQLITE_ROW else { throw Self.error(result, handle, doing: "read", path) }
             try row(SQLiteRow(statement: statement))
         }
+    }
+
+    /// The statement for `sql`, prepared on its first use.
+    private func statement(_ sql: String) throws(ContainerError) -> OpaquePointer {
+        if let statement = prepared[sql] { return statement }
+        var made: OpaquePointer?
+        let result = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &made, nil)
+        guard result == SQLITE_OK, let statement = made else {
+            throw Self.error(result, handle, doing: "read", path)
+        }
+        prepared[sql] = statement
+        return statement
     }
 
     /// The error of a failed call, its exit status by its primary result code.
