@@ -19,10 +19,14 @@ enum Help {
         var lines = TextWrapping.wrap(
             "Hand files to an app through its Inbox, the iOS container rules on Linux.", width: width,
             first: "OVERVIEW: ", rest: "  ")
-        lines += ["", "USAGE: inbox [--container DIR] COMMAND ...", "", "COMMANDS:"]
+        lines.append("")
+        lines += TextWrapping.wrap("[--container DIR] COMMAND ...", width: width, first: "USAGE: inbox ", rest: "    ")
+        lines += ["", "COMMANDS:"]
         lines += TextWrapping.table(commands.map { ($0.name, $0.abstract) }, width: width)
-        lines += ["", "See 'inbox help COMMAND' or 'inbox COMMAND --help' for a command's options."]
-        lines += ["'inbox --version' prints the version."]
+        lines.append("")
+        lines += TextWrapping.wrap(
+            "See 'inbox help COMMAND' or 'inbox COMMAND --help' for a command's options, and 'inbox --version' for the version.",
+            width: width)
         return lines.joined(separator: "\n")
     }
 

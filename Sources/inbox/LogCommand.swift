@@ -1,4 +1,5 @@
 import AppContainer
+import Glibc
 import InboxKit
 
 struct LogCommand: Command {
@@ -37,6 +38,8 @@ struct LogCommand: Command {
             for record in last.map({ records.suffix($0) }) ?? records[...] { print(record) }
             return
         }
+        // A reader that leaves mid-write ends the follow like one that leaves while it waits: status 0, not SIGPIPE.
+        signal(SIGPIPE, SIG_IGN)
         var cursor = since
         if let last {
             // The last N that are there now, then everything after the newest record read.

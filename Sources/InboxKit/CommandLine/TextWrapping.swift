@@ -20,16 +20,17 @@ public enum TextWrapping {
         return lines
     }
 
-    /// A two-column table, `  key  what it does`, the second column wrapped and aligned. When a key is too wide
-    /// to leave 24 columns beside it, its text goes on the following lines, indented further.
+    /// A two-column table, `  key  what it does`, the second column wrapped and aligned. When the keys are too
+    /// wide to leave 24 columns (and the longest word) beside them, each text goes below its key, indented further.
     public static func table(_ rows: [(String, String)], width: Int, indent: Int = 2) -> [String] {
         let keyWidth = rows.map { $0.0.unicodeScalars.count }.max() ?? 0
         let column = indent + keyWidth + 2
         let margin = String(repeating: " ", count: indent)
+        let longestWord = rows.flatMap { $0.1.split(separator: " ") }.map { $0.unicodeScalars.count }.max() ?? 0
         var lines: [String] = []
         for (key, text) in rows {
             let length = key.unicodeScalars.count
-            if width - column >= 24 {
+            if width - column >= max(24, longestWord) {
                 let padded = margin + key + String(repeating: " ", count: keyWidth - length + 2)
                 lines += wrap(text, width: width, first: padded, rest: String(repeating: " ", count: column))
             } else {
