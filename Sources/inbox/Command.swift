@@ -11,6 +11,8 @@ protocol Command {
     /// Help lines for the options, as (option, what it does).
     static var options: [(String, String)] { get }
     static var spec: Arguments.Spec { get }
+    /// The words a positional argument is one of, for completion; empty when it is a file.
+    static var words: [String] { get }
     /// Runs the command; the container path is the resolved `--container`/environment/default.
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError)
     /// The container when `--container` is not given.
@@ -40,6 +42,11 @@ extension Command {
 enum Output {
     static func line(_ text: String) {
         write(STDOUT_FILENO, Array((text + "\n").utf8))
+    }
+
+    /// `text` as it is, with no newline added.
+    static func text(_ text: String) {
+        write(STDOUT_FILENO, Array(text.utf8))
     }
 
     static func line(bytes: [UInt8]) {
