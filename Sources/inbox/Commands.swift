@@ -99,7 +99,9 @@ struct ListCommand: Command {
         switch arguments.positionals.first.map({ String(decoding: $0, as: UTF8.self) }) {
         case nil, "inbox": place = .inbox
         case "documents": place = .documents
-        case let other?: throw ContainerError(.usage, "'\(other)' is not a place to list: use inbox or documents")
+        case let other?:
+            let near = Suggestion.closest(to: other, among: ["inbox", "documents"]).map { "; did you mean '\($0)'?" }
+            throw ContainerError(.usage, "'\(other)' is not a place to list: use inbox or documents" + (near ?? ""))
         }
         let items = try Container.open(at: containerPath).list(place)
         if arguments.flags.contains("--json") {

@@ -11,7 +11,7 @@ struct LogCommand: Command {
         ("--follow", "keep printing records as they are appended; ends when the reader of stdout is gone"),
         ("-n N", "only the last N matching records (with --follow: then the new ones)"),
         ("--since SEQ", "only records after SEQ"),
-        ("--until SEQ", "only records up to SEQ (with --follow: stop once the log is past SEQ)"),
+        ("--until SEQ", "only records up to SEQ (with --follow: stop once record SEQ is read)"),
         ("--event KIND", "only records of KIND (comma-separated kinds allowed)"),
         ("--path GLOB", "only records whose path, from or to matches GLOB (fnmatch: * matches / too)"),
     ]
@@ -49,11 +49,12 @@ struct LogCommand: Command {
             for record in matching.suffix(last) { print(record) }
         }
         if let until = filter.until, cursor >= until { return }
+        // Kinds are filtered here, not by the reader, so that `--until` sees every record and stops at SEQ.
         let body = { (record: EventRecord) -> Bool in
-            if filter.matches(record) { print(record) }
+            if (kinds.isEmpty || kinds.contains(record.event)) && filter.matches(record) { print(record) }
             return filter.until.map { record.seq < $0 } ?? true
         }
-        try log.follow(since: cursor, kinds: kinds, shouldStop: { Output.readerIsGone }, body)
+        try log.follow(since: cursor, shouldStop: { Output.readerIsGone }, body)
     }
 }
 

@@ -37,6 +37,7 @@ import Testing
         (["ls", "--jsno"], "unknown option '--jsno'; did you mean '--json'?"),
         (["log", "--folow"], "unknown option '--folow'; did you mean '--follow'?"),
         (["--versoin"], "unknown option '--versoin'; did you mean '--version'?"),
+        (["ls", "inbx"], "'inbx' is not a place to list: use inbox or documents; did you mean 'inbox'?"),
         (["frobnicate"], "unknown command 'frobnicate'"),
         (["ls", "--bogus"], "unknown option '--bogus'"),
     ])

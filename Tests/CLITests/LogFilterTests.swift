@@ -66,6 +66,15 @@ import Testing
         let status = follower.exitStatus(within: 20)
         #expect(status == 0, "exits on its own once seq 6 is read")
         if status == nil { _ = follower.terminate() }
+        // Record 7 is a move, not a delivery: the follower still stops there, printing nothing of it.
+        let kind = try InboxProcess.start(
+            ["--container", container, "log", "--follow", "--event", "delivered", "--since", "6", "--until", "7"].map {
+                Array($0.utf8)
+            })
+        #expect(try InboxProcess.run("--container", container, "move", "d.txt").status == 0)
+        let kindStatus = kind.exitStatus(within: 20)
+        #expect(kindStatus == 0, "stops at seq 7 though it is of another kind")
+        if kindStatus == nil { _ = kind.terminate() }
     }
 
     /// `inbox log --follow | head -1`: once head has its line and closes the pipe, the follower exits though
