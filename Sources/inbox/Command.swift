@@ -66,8 +66,8 @@ enum Output {
     /// Whether nobody reads stdout any more (a pipe whose reader closed it): `log --follow` then stops without
     /// waiting for a record to write.
     static var readerIsGone: Bool {
-        var output = pollfd(fd: STDOUT_FILENO, events: 0, revents: 0)
-        return poll(&output, 1, 0) == 1 && output.revents & Int16(POLLERR | POLLHUP) != 0
+        var output = [pollfd(fd: STDOUT_FILENO, events: 0, revents: 0)]
+        return (try? system_poll(&output, timeout: 0)) == 1 && output[0].revents & Int16(POLLERR | POLLHUP) != 0
     }
 
     static func error(_ text: String) {

@@ -68,8 +68,7 @@ enum Terminal {
         if let text = getenv("COLUMNS").map({ String(cString: $0) }), let columns = Int(text), columns > 0 {
             return columns
         }
-        var size = winsize()
-        if stdoutIsTerminal, ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 {
+        if stdoutIsTerminal, let size = try? system_terminalSize(STDOUT_FILENO), size.ws_col > 0 {
             return Int(size.ws_col)
         }
         return 80
