@@ -6,7 +6,8 @@ APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsq
 	libytnef0-dev libpython3.11-testsuite
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
-# make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the systemd unit into $(DESTDIR)$(UNITDIR).
+# make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the systemd unit into $(DESTDIR)$(UNITDIR),
+# bash, zsh and fish completions and the man page (made by the binary) under $(DESTDIR)$(PREFIX)/share.
 PREFIX ?= /usr/local
 DESTDIR ?=
 UNITDIR ?= /etc/systemd/system
@@ -79,6 +80,16 @@ install: deps
 	sed 's|/usr/local/bin/inbox|$(PREFIX)/bin/inbox|g' systemd/inbox-watch@.service \
 		> "$(DESTDIR)$(UNITDIR)/inbox-watch@.service"
 	chmod 0644 "$(DESTDIR)$(UNITDIR)/inbox-watch@.service"
+	bin="$$($(SWIFT) build -c release --show-bin-path)/inbox"; \
+	install -d -m 0755 "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
+		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d" \
+		"$(DESTDIR)$(PREFIX)/share/man/man1" && \
+	"$$bin" completions bash > "$(DESTDIR)$(PREFIX)/share/bash-completion/completions/inbox" && \
+	"$$bin" completions zsh > "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_inbox" && \
+	"$$bin" completions fish > "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/inbox.fish" && \
+	"$$bin" man > "$(DESTDIR)$(PREFIX)/share/man/man1/inbox.1"
 
 uninstall:
-	rm -f "$(DESTDIR)$(PREFIX)/bin/inbox" "$(DESTDIR)$(UNITDIR)/inbox-watch@.service"
+	rm -f "$(DESTDIR)$(PREFIX)/bin/inbox" "$(DESTDIR)$(UNITDIR)/inbox-watch@.service" \
+		"$(DESTDIR)$(PREFIX)/share/bash-completion/completions/inbox" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_inbox" \
+		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/inbox.fish" "$(DESTDIR)$(PREFIX)/share/man/man1/inbox.1"

@@ -321,6 +321,14 @@ package func system_poll(_ fds: inout [pollfd], timeout: CInt) throws(Errno) -> 
 }
 
 /// `socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)`.
+/// ioctl(TIOCGWINSZ): the size of the terminal `fd` is (ENOTTY when it is none).
+@inline(never)
+package func system_terminalSize(_ fd: CInt) throws(Errno) -> winsize {
+    var size = winsize()
+    _ = try valueOrErrno("ioctl") { ioctl(fd, UInt(TIOCGWINSZ), &size) }
+    return size
+}
+
 @inline(never)
 package func system_socketpair() throws(Errno) -> (CInt, CInt) {
     var fds: [CInt] = [-1, -1]

@@ -1,4 +1,5 @@
 import AppContainer
+import InboxKit
 
 /// The arguments of one command, parsed by hand: flags, options with values, and positionals (raw bytes).
 struct Arguments {
@@ -37,7 +38,7 @@ struct Arguments {
                 }
                 values[key] = value
             } else {
-                throw ContainerError(.usage, "unknown option '\(key)'")
+                throw Arguments.unknownOption(key, among: spec.flags.union(spec.valued).union(["--help"]).sorted())
             }
         }
         if positionals.count < spec.positionals.lowerBound {
@@ -47,6 +48,15 @@ struct Arguments {
             let extra = String(decoding: positionals[spec.positionals.upperBound], as: UTF8.self)
             throw ContainerError(.usage, "unexpected argument '\(extra)'")
         }
+    }
+
+    /// A usage error for an option not in `known`, suggesting the nearest one (ARCHITECTURE.md, "The command
+    /// line").
+    static func unknownOption(_ option: String, among known: [String]) -> ContainerError {
+        guard let near = Suggestion.closest(to: option, among: known) else {
+            return ContainerError(.usage, "unknown option '\(option)'")
+        }
+        return ContainerError(.usage, "unknown option '\(option)'; did you mean '\(near)'?")
     }
 
     /// `--key=value` as ("--key", value); `--key` as ("--key", nil).

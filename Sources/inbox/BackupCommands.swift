@@ -25,14 +25,17 @@ struct ExcludeFromBackupCommand: Command {
     static let abstract = "Exclude a file or folder (and all it holds) from backups; --undo clears the flag."
     static let usage = "exclude-from-backup PATH [--undo]"
     static let options = [
-        ("PATH", "a file or folder in the container (never a symbolic link)"),
+        (
+            "PATH",
+            "a file or folder in the container (never a symbolic link): absolute, from the working folder, or from the container as backup-plan prints it"
+        ),
         ("--undo", "clear the flag instead of setting it"),
     ]
     static let spec = Arguments.Spec(flags: ["--undo"], positionals: 1...1)
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         let container = try Container.open(at: containerPath)
-        let components = try container.components(ofUserPath: arguments.positionals[0])
+        let components = try container.components(ofBackupPath: arguments.positionals[0])
         let undo = arguments.flags.contains("--undo")
         try container.setExcludedFromBackup(!undo, at: components)
         let path = Array(container.root.utf8) + components.flatMap { [0x2F] + $0.bytes }

@@ -1,5 +1,6 @@
 import AppContainer
 import Glibc
+import InboxKit
 
 /// One subcommand: its name, help text, the arguments it accepts, and what it does.
 protocol Command {
@@ -10,6 +11,8 @@ protocol Command {
     /// Help lines for the options, as (option, what it does).
     static var options: [(String, String)] { get }
     static var spec: Arguments.Spec { get }
+    /// The words a positional argument is one of, for completion; empty when it is a file.
+    static var words: [String] { get }
     /// Runs the command; the container path is the resolved `--container`/environment/default.
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError)
     /// The container when `--container` is not given.
@@ -19,18 +22,19 @@ protocol Command {
 extension Command {
     static func defaultContainerPath() throws(ContainerError) -> String { Container.defaultPath() }
 
+    /// The command's help, fitted to the terminal (ARCHITECTURE.md, "The command line").
     static var help: String {
-        var text = "OVERVIEW: \(abstract)\n\nUSAGE: inbox [--container DIR] \(usage)\n\nOPTIONS:\n"
-        let all =
+        let width = Terminal.columns
+        var lines = TextWrapping.wrap(abstract, width: width, first: "OVERVIEW: ", rest: "  ")
+        lines.append("")
+        lines += TextWrapping.wrap(usage, width: width, first: "USAGE: inbox [--container DIR] ", rest: "    ")
+        lines += ["", "OPTIONS:"]
+        lines += TextWrapping.table(
             options + [
                 ("--container DIR", "the container (default: $INBOX_CONTAINER, else ~/.local/share/inbox/default)"),
                 ("-h, --help", "show this help"),
-            ]
-        let width = all.map(\.0.count).max() ?? 0
-        for (option, text_) in all {
-            text += "  " + option + String(repeating: " ", count: width - option.count + 2) + text_ + "\n"
-        }
-        return text
+            ], width: width)
+        return lines.joined(separator: "\n")
     }
 }
 
@@ -40,8 +44,30 @@ enum Output {
         write(STDOUT_FILENO, Array((text + "\n").utf8))
     }
 
+    /// `text` as it is, with no newline added.
+    static func text(_ text: String) {
+        write(STDOUT_FILENO, Array(text.utf8))
+    }
+
     static func line(bytes: [UInt8]) {
         write(STDOUT_FILENO, bytes + [0x0A])
+    }
+
+    /// An exact path or name as a result line (ARCHITECTURE.md, "The command line"): NUL-terminated with `-0`;
+    /// else escaped by `TerminalText` when stdout is a terminal, exact bytes when it is not; then a newline.
+    static func name(_ bytes: [UInt8], nulTerminated: Bool = false) {
+        if nulTerminated {
+            write(STDOUT_FILENO, bytes + [0])
+        } else {
+            write(STDOUT_FILENO, (Terminal.stdoutIsTerminal ? TerminalText.escaped(bytes) : bytes) + [0x0A])
+        }
+    }
+
+    /// Whether nobody reads stdout any more (a pipe whose reader closed it): `log --follow` then stops without
+    /// waiting for a record to write.
+    static var readerIsGone: Bool {
+        var output = [pollfd(fd: STDOUT_FILENO, events: 0, revents: 0)]
+        return (try? system_poll(&output, timeout: 0)) == 1 && output[0].revents & Int16(POLLERR | POLLHUP) != 0
     }
 
     static func error(_ text: String) {

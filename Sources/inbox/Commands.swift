@@ -25,12 +25,14 @@ struct InitCommand: Command {
 struct DeliverCommand: Command {
     static let name = "deliver"
     static let abstract = "Deliver files into the Inbox atomically; prints each one's path in the Inbox."
-    static let usage = "deliver FILE... [--as NAME]"
+    static let usage = "deliver FILE... [--as NAME] [--json|-0]"
     static let options = [
         ("FILE", "a file to deliver, or - for standard input (with --as)"),
         ("--as NAME", "the name to deliver one FILE under (sanitised; made unique)"),
+        ("--json", "print a JSON array of {name, path, size}"),
+        ("-0", "end each path with a NUL instead of a newline, never escaped"),
     ]
-    static let spec = Arguments.Spec(valued: ["--as"], positionals: 1...Int.max)
+    static let spec = Arguments.Spec(flags: ["--json", "-0"], valued: ["--as"], positionals: 1...Int.max)
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         let suggested = arguments.values["--as"].map(Inbox.sanitizedName)
@@ -46,11 +48,14 @@ struct DeliverCommand: Command {
                 sources.append(.file(path: file, name: suggested))
             }
         }
+        let format = try ResultFormat(arguments)
         let inbox = try Inbox(containerPath: containerPath)
         // What was delivered is printed even when a later file fails: those stay delivered.
         let outcome = inbox.deliverReporting(sources)
-        for item in outcome.delivered {
-            Output.line(bytes: item.path)
+        if format == .json {
+            Output.line("[" + outcome.delivered.map(\.json).joined(separator: ",") + "]")
+        } else {
+            for item in outcome.delivered { Output.name(item.path, nulTerminated: format == .nulTerminated) }
         }
         if let error = outcome.error { throw error }
     }
@@ -59,15 +64,24 @@ struct DeliverCommand: Command {
 struct MoveCommand: Command {
     static let name = "move"
     static let abstract = "Move an Inbox item into Documents; prints its new path."
-    static let usage = "move FILE"
-    static let options = [("FILE", "a name in the Inbox, or a path to an item inside it")]
-    static let spec = Arguments.Spec(positionals: 1...1)
+    static let usage = "move FILE [--json|-0]"
+    static let options = [
+        ("FILE", "a name in the Inbox, or a path to an item inside it"),
+        ("--json", "print a JSON object {name, path}"),
+        ("-0", "end the path with a NUL instead of a newline, never escaped"),
+    ]
+    static let spec = Arguments.Spec(flags: ["--json", "-0"], positionals: 1...1)
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+        let format = try ResultFormat(arguments)
         let inbox = try Inbox(containerPath: containerPath)
         let name = try inbox.container.inboxItemName(forUserPath: arguments.positionals[0])
         let document = try inbox.moveToDocuments(name, reason: "move")
-        Output.line(bytes: document.path)
+        if format == .json {
+            Output.line(document.json)
+        } else {
+            Output.name(document.path, nulTerminated: format == .nulTerminated)
+        }
     }
 }
 
@@ -75,7 +89,9 @@ struct ListCommand: Command {
     static let name = "ls"
     static let abstract = "List the Inbox (or Documents) with each item's size and modification date."
     static let usage = "ls [inbox|documents] [--json]"
-    static let options = [("--json", "print a JSON array of {name, path, size, modified}")]
+    static let options = [
+        ("--json", "print a JSON array of {name, path, kind, size, modified}; kind is file, folder, link or other")
+    ]
     static let spec = Arguments.Spec(flags: ["--json"], positionals: 0...1)
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
@@ -83,7 +99,9 @@ struct ListCommand: Command {
         switch arguments.positionals.first.map({ String(decoding: $0, as: UTF8.self) }) {
         case nil, "inbox": place = .inbox
         case "documents": place = .documents
-        case let other?: throw ContainerError(.usage, "'\(other)' is not a place to list: use inbox or documents")
+        case let other?:
+            let near = Suggestion.closest(to: other, among: ["inbox", "documents"]).map { "; did you mean '\($0)'?" }
+            throw ContainerError(.usage, "'\(other)' is not a place to list: use inbox or documents" + (near ?? ""))
         }
         let items = try Container.open(at: containerPath).list(place)
         if arguments.flags.contains("--json") {
@@ -94,55 +112,23 @@ struct ListCommand: Command {
             let size = String(item.size)
             let padded = String(repeating: " ", count: max(0, 10 - size.count)) + size
             let mark: [UInt8] = item.status.kind == .directory ? [0x2F] : []
-            Output.line(bytes: Array("\(padded)  \(item.modified.rfc3339)  ".utf8) + item.name.bytes + mark)
+            let name = Terminal.stdoutIsTerminal ? TerminalText.escaped(item.name.bytes) : item.name.bytes
+            Output.line(bytes: Array("\(padded)  \(item.modified.rfc3339)  ".utf8) + name + mark)
         }
     }
 }
 
-struct LogCommand: Command {
-    static let name = "log"
-    static let abstract = "Read the event log, across rotated files."
-    static let usage = "log [--json] [--follow] [--since SEQ] [--event KIND]"
-    static let options = [
-        ("--json", "print the records as they are stored, one JSON object a line"),
-        ("--follow", "keep printing records as they are appended"),
-        ("--since SEQ", "only records after SEQ"),
-        ("--event KIND", "only records of KIND (comma-separated kinds allowed)"),
-    ]
-    static let spec = Arguments.Spec(flags: ["--json", "--follow"], valued: ["--since", "--event"])
+/// How a command that prints paths prints them: lines, NUL-terminated (`-0`) or JSON (`--json`).
+enum ResultFormat {
+    case lines, nulTerminated, json
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
-        let since = try arguments.integer("--since") ?? 0
-        var kinds: Set<String> = []
-        for kind in (arguments.string("--event") ?? "").split(separator: ",").map(String.init) {
-            guard EventKind(rawValue: kind) != nil else {
-                let known = EventKind.allCases.map(\.rawValue).joined(separator: ", ")
-                throw ContainerError(.usage, "'\(kind)' is not an event kind (known: \(known))")
-            }
-            kinds.insert(kind)
+    init(_ arguments: Arguments) throws(ContainerError) {
+        switch (arguments.flags.contains("--json"), arguments.flags.contains("-0")) {
+        case (true, true): throw ContainerError(.usage, "'--json' and '-0' are two outputs: choose one")
+        case (true, false): self = .json
+        case (false, true): self = .nulTerminated
+        case (false, false): self = .lines
         }
-        let json = arguments.flags.contains("--json")
-        let log = try EventLog(container: try Container.open(at: containerPath))
-        let print = { (record: EventRecord) in Output.line(json ? record.line : record.humanReadable) }
-        if arguments.flags.contains("--follow") {
-            try log.follow(since: since, kinds: kinds) { record in
-                print(record)
-                return true
-            }
-        } else {
-            for record in try log.records(since: since, kinds: kinds) { print(record) }
-        }
-    }
-}
-
-extension EventRecord {
-    /// `12  2026-11-29T16:37:38.123Z  moved  from=… to=…`, the fields in the order the record holds them.
-    var humanReadable: String {
-        let skip: Set<String> = ["seq", "time", "event"]
-        let keys = keysInOrder.filter { !skip.contains($0) && !$0.hasSuffix("_b64") }
-        let details = keys.compactMap { key in fields[key].map { "\(key)=\($0.debugDescription)" } }
-            .joined(separator: " ")
-        return "\(seq)  \(time)  \(event)  \(details)"
     }
 }
 

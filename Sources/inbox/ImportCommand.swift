@@ -5,14 +5,15 @@ import InboxKit
 struct ImportCommand: Command {
     static let name = "import"
     static let abstract = "Import mail: each message's attachments delivered into the Inbox, once."
-    static let usage = "import SOURCE... [--json] [--max-bytes SIZE]"
+    static let usage = "import SOURCE... [--json|-0] [--max-bytes SIZE]"
     static let options = [
         ("SOURCE", "a message file, an mbox, a Maildir folder (read only), or - for one message on standard input"),
         ("--json", "print a JSON array with one object a message"),
+        ("-0", "end each delivered path with a NUL instead of a newline, never escaped"),
         ("--max-bytes SIZE", "refuse a message whose attachments decode to more (default 1G)"),
         ("exit status", "0 imported or duplicate; 65 not a message or refused; 66 no such SOURCE; 75 try again"),
     ]
-    static let spec = Arguments.Spec(flags: ["--json"], valued: ["--max-bytes"], positionals: 1...Int.max)
+    static let spec = Arguments.Spec(flags: ["--json", "-0"], valued: ["--max-bytes"], positionals: 1...Int.max)
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         var limits = MailLimits()
@@ -23,7 +24,8 @@ struct ImportCommand: Command {
             limits.maxBytes = bytes
         }
         let importer = try MailImporter(inbox: try Inbox(containerPath: containerPath), limits: limits)
-        let json = arguments.flags.contains("--json")
+        let format = try ResultFormat(arguments)
+        let json = format == .json
         let progress = ProgressLine.standardError()
         var objects: [String] = []
         var messages = 0
@@ -40,7 +42,9 @@ struct ImportCommand: Command {
                     if json {
                         objects.append(message.json)
                     } else {
-                        for attachment in message.attachments { Output.line(bytes: attachment.item.path) }
+                        for attachment in message.attachments {
+                            Output.name(attachment.item.path, nulTerminated: format == .nulTerminated)
+                        }
                     }
                     if message.status == .refused {
                         Output.problem("refused a message of '\(message.source)': \(message.reason ?? "")")

@@ -1,28 +1,9 @@
 import AppContainer
 import Glibc
+import InboxKit
 
 // The command line: parse, call InboxKit, map every error to one line and an exit status (ARCHITECTURE.md,
 // "The command line").
-
-let commands: [any Command.Type] = [
-    InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, WatchCommand.self,
-    StatusCommand.self, DemoCommand.self, CleanCommand.self, BackupPlanCommand.self, ExcludeFromBackupCommand.self,
-    BackupCommand.self, RestoreCommand.self, VerifyCommand.self, ImportCommand.self,
-]
-
-/// Wide enough for the longest command name, so none is cut.
-let nameWidth = (commands.map { $0.name.count }.max() ?? 0) + 2
-
-let overview = """
-    OVERVIEW: Hand files to an app through its Inbox, the iOS container rules on Linux.
-
-    USAGE: inbox [--container DIR] COMMAND ...
-
-    COMMANDS:
-    \(commands.map { "  " + $0.name.padding(toLength: nameWidth, withPad: " ", startingAt: 0) + $0.abstract }.joined(separator: "\n"))
-
-    See 'inbox COMMAND --help' for a command's options.
-    """
 
 /// The raw bytes of each argument: names that are not UTF-8 arrive exactly.
 let words: [[UInt8]] = (1..<Int(CommandLine.argc)).map { index in
@@ -46,13 +27,15 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
             } else if text.hasPrefix("--container=") {
                 containerPath = String(text.dropFirst("--container=".count))
             } else if isHelp(word) {
-                Output.line(overview)
+                Output.line(Help.overview)
                 return 0
-            } else if let match = commands.first(where: { $0.name == text }) {
-                command = match
+            } else if text == "--version" {
+                Output.line("inbox \(Inbox.version)")
+                return 0
+            } else if text.hasPrefix("-") {
+                throw Arguments.unknownOption(text, among: ["--container", "--help", "--version"])
             } else {
-                throw ContainerError(
-                    .usage, text.hasPrefix("-") ? "unknown option '\(text)'" : "unknown command '\(text)'")
+                command = try Help.command(named: text)
             }
         }
         guard let command else { throw ContainerError(.usage, "no command given") }

@@ -26,10 +26,11 @@ struct InboxProcess {
     }()
 
     /// Runs `inbox ARGS…` to the end, feeding `input` on stdin.
-    static func run(_ arguments: [[UInt8]], input: [UInt8] = [], environment: [String: String] = [:]) throws
-        -> Result
-    {
-        let child = try start(arguments, environment: environment)
+    static func run(
+        _ arguments: [[UInt8]], input: [UInt8] = [], environment: [String: String] = [:],
+        terminalColumns: UInt16? = nil
+    ) throws -> Result {
+        let child = try start(arguments, environment: environment, terminalColumns: terminalColumns)
         return try child.finish(input: input)
     }
 
@@ -43,7 +44,7 @@ struct InboxProcess {
     final class Child {
         let pid: pid_t
         let stdin: CInt
-        let stdout: CInt
+        private(set) var stdout: CInt
         let stderr: CInt
 
         init(pid: pid_t, stdin: CInt, stdout: CInt, stderr: CInt) {
@@ -91,6 +92,30 @@ struct InboxProcess {
             return String(decoding: collected, as: UTF8.self)
         }
 
+        /// Closes the reading end of stdout, as `head` does once it has its line.
+        func closeStdout() {
+            close(stdout)
+            stdout = -1
+        }
+
+        /// The exit status once the process has exited, or nil if it is still running at the deadline.
+        func exitStatus(within timeout: TimeInterval) -> Int32? {
+            let deadline = Date().addingTimeInterval(timeout)
+            var status: CInt = 0
+            while Date() < deadline {
+                let result = waitpid(pid, &status, WNOHANG)
+                if result == pid {
+                    close(stdin)
+                    if stdout >= 0 { close(stdout) }
+                    close(stderr)
+                    return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+                }
+                var interval = timespec(tv_sec: 0, tv_nsec: 10_000_000)
+                nanosleep(&interval, nil)
+            }
+            return nil
+        }
+
         func terminate() -> Int32 {
             kill(pid, SIGTERM)
             close(stdin)
@@ -100,21 +125,29 @@ struct InboxProcess {
         private func waitForExit() -> Int32 {
             var status: CInt = 0
             while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-            close(stdout)
+            if stdout >= 0 { close(stdout) }
             close(stderr)
             return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
         }
 
     }
 
-    /// Starts `inbox ARGS…` with posix_spawn, so arguments stay exact bytes.
-    static func start(_ arguments: [[UInt8]], environment: [String: String] = [:]) throws -> Child {
+    /// Starts `inbox ARGS…` with posix_spawn, so arguments stay exact bytes. With `terminalColumns`, its stdout
+    /// is a pseudo-terminal that wide (read back with `\r\n` line ends) instead of a pipe.
+    static func start(
+        _ arguments: [[UInt8]], environment: [String: String] = [:], terminalColumns: UInt16? = nil
+    ) throws -> Child {
         var pipes: [[CInt]] = []
         for _ in 0..<3 {
             var fds: [CInt] = [0, 0]
             guard pipe(&fds) == 0 else { throw POSIXError(.EMFILE) }
             for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
             pipes.append(fds)
+        }
+        if let terminalColumns {
+            close(pipes[1][0])
+            close(pipes[1][1])
+            pipes[1] = try pseudoTerminal(columns: terminalColumns)
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -156,6 +189,21 @@ struct InboxProcess {
         guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
         return Child(pid: pid, stdin: pipes[0][1], stdout: pipes[1][0], stderr: pipes[2][0])
     }
+}
+
+/// A pseudo-terminal `columns` wide, as [controller, terminal], both close-on-exec.
+private func pseudoTerminal(columns: UInt16) throws -> [CInt] {
+    // posix_openpt and friends are hidden from Swift: their ioctls, TIOCSPTLCK (unlock) and TIOCGPTN (number).
+    let controller = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC)
+    var unlock: CInt = 0
+    var number: CInt = 0
+    guard controller >= 0, ioctl(controller, 0x4004_5431, &unlock) == 0, ioctl(controller, 0x8004_5430, &number) == 0
+    else { throw POSIXError(.ENXIO) }
+    let terminal = open("/dev/pts/\(number)", O_RDWR | O_NOCTTY | O_CLOEXEC)
+    guard terminal >= 0 else { throw POSIXError(.ENXIO) }
+    var size = winsize(ws_row: 24, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0)
+    _ = ioctl(controller, UInt(TIOCSWINSZ), &size)
+    return [controller, terminal]
 }
 
 /// A throwaway folder, removed when the test ends.

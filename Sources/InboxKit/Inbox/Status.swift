@@ -58,7 +58,8 @@ public struct ContainerStatus: Sendable {
         return (files, bytes)
     }
 
-    /// `{"watcher":{"running":…,"pid":…},"places":{…},"overflows":…,"last_scan":…,"inotify":{…}}`
+    /// `{"watcher":{"running":…,"pid":…},"places":{…},"overflows":…,"last_scan":…,"inotify":{…}}`, every key
+    /// snake_case like the log's (`application_support`), slashes unescaped.
     public var json: String {
         var object: [String: Any] = [
             "watcher": ["running": watcherPID != nil, "pid": watcherPID.map { Int($0) } as Any? ?? NSNull()],
@@ -67,12 +68,16 @@ public struct ContainerStatus: Sendable {
             "last_scan": lastScan as Any? ?? NSNull(),
         ]
         var placesObject: [String: Any] = [:]
-        for usage in places { placesObject[usage.place.rawValue] = ["files": usage.files, "bytes": usage.bytes] }
+        for usage in places {
+            placesObject[Self.snakeCase(usage.place.rawValue)] = ["files": usage.files, "bytes": usage.bytes]
+        }
         object["places"] = placesObject
         var limits: [String: Any] = [:]
         for (name, value) in inotifyLimits { limits[name] = value as Any? ?? NSNull() }
         object["inotify"] = limits
-        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        let data =
+            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data("{}".utf8)
         return String(decoding: data, as: UTF8.self)
     }
 
@@ -83,7 +88,7 @@ public struct ContainerStatus: Sendable {
         for usage in places {
             let name = usage.place.relativePath(appName: "App").replacingOccurrences(of: "App.app", with: "bundle")
             lines.append(
-                "  \(name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(usage.files) files, \(usage.bytes) bytes"
+                "  \(name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(Self.count(usage.files, "file", "files")), \(Self.count(Int(usage.bytes), "byte", "bytes"))"
             )
         }
         lines.append("overflows  \(overflows)")
@@ -92,5 +97,21 @@ public struct ContainerStatus: Sendable {
             "inotify    "
                 + inotifyLimits.map { "\($0.name)=\($0.value.map(String.init) ?? "?")" }.joined(separator: " "))
         return lines.joined(separator: "\n")
+    }
+
+    /// `1 file`, `2 files`, `0 files`.
+    static func count(_ number: Int, _ one: String, _ many: String) -> String {
+        "\(number) \(number == 1 ? one : many)"
+    }
+
+    /// `applicationSupport` as `application_support`.
+    static func snakeCase(_ name: String) -> String {
+        name.reduce(into: "") { result, character in
+            if character.isUppercase {
+                result += "_" + character.lowercased()
+            } else {
+                result.append(character)
+            }
+        }
     }
 }

@@ -1,0 +1,147 @@
+import Foundation
+import Testing
+
+/// What commands print for a person and for scripts: `status` counts, snake_case JSON, `ls --json` kinds,
+/// `--json` and `-0` on `deliver`, `move` and `import`, names escaped on a terminal (ARCHITECTURE.md, "The command
+/// line").
+@Suite struct ResultOutputTests {
+    private func run(_ container: String, _ arguments: [String], terminalColumns: UInt16? = nil) throws
+        -> InboxProcess.Result
+    {
+        try InboxProcess.run(
+            (["--container", container] + arguments).map { Array($0.utf8) }, terminalColumns: terminalColumns)
+    }
+
+    @Test func statusCountsInWordsAndPrintsSnakeCaseJSON() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        #expect(try run(container, ["deliver", try folder.file("one.txt", "1")]).status == 0)
+        let text = try run(container, ["status"])
+        #expect(text.status == 0)
+        let inbox = try #require(text.lines.first { $0.hasPrefix("  Documents/Inbox ") })
+        #expect(inbox.hasSuffix(" 1 file, 1 byte"), "\(inbox)")
+        let tmp = try #require(text.lines.first { $0.hasPrefix("  tmp ") })
+        #expect(tmp.hasSuffix(" 0 files, 0 bytes"), "\(tmp)")
+        #expect(try run(container, ["deliver", try folder.file("two.txt", "22")]).status == 0)
+        #expect(
+            try run(container, ["status"]).lines.contains {
+                $0.hasPrefix("  Documents/Inbox ") && $0.hasSuffix(" 2 files, 3 bytes")
+            })
+
+        let json = try run(container, ["status", "--json"])
+        #expect(json.status == 0)
+        #expect(!json.stdoutText.contains(#"\/"#), "slashes unescaped: \(json.stdoutText)")
+        #expect(json.stdoutText.contains(#""container":"\#(container)""#))
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [String: Any])
+        var keys: [String] = []
+        func collect(_ value: Any) {
+            guard let dictionary = value as? [String: Any] else { return }
+            for (key, inner) in dictionary {
+                keys.append(key)
+                collect(inner)
+            }
+        }
+        collect(object)
+        #expect(keys.allSatisfy { $0.wholeMatch(of: /[a-z0-9]+(_[a-z0-9]+)*/) != nil }, "\(keys)")
+        let places = try #require(object["places"] as? [String: Any])
+        #expect(places["application_support"] != nil)
+        #expect((places["inbox"] as? [String: Any])?["files"] as? Int == 2)
+    }
+
+    @Test func lsJSONSaysWhatEachItemIs() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        try folder.file("container/Documents/notes/a.txt", "a")
+        try folder.file("container/Documents/b.txt", "b")
+        #expect(symlink("b.txt", container + "/Documents/link") == 0)
+        let result = try run(container, ["ls", "documents", "--json"])
+        #expect(result.status == 0)
+        let items = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [[String: Any]])
+        var kinds: [String: String] = [:]
+        for item in items { kinds[item["name"] as? String ?? "?"] = item["kind"] as? String }
+        #expect(kinds == ["notes": "folder", "b.txt": "file", "link": "link"])
+    }
+
+    @Test func deliverAndMovePrintJSONOrNULTerminatedExactPaths() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let inbox = container + "/Documents/Inbox/"
+        let odd = try folder.file("odd\nname.txt", "odd")
+        let plain = try folder.file("plain.txt", "plain!")
+
+        let nul = try run(container, ["deliver", odd, plain, "-0"])
+        #expect(nul.status == 0)
+        #expect(nul.stdout == Array((inbox + "odd\nname.txt\u{0}" + inbox + "plain.txt\u{0}").utf8))
+
+        let json = try run(container, ["deliver", plain, "--json"])
+        #expect(json.status == 0)
+        let delivered = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout)) as? [[String: Any]])
+        #expect(delivered.count == 1)
+        #expect(delivered.first?["name"] as? String == "plain-1.txt")
+        #expect(delivered.first?["path"] as? String == inbox + "plain-1.txt")
+        #expect(delivered.first?["size"] as? Int == 6)
+        #expect(!json.stdoutText.contains(#"\/"#))
+
+        let moved = try run(container, ["move", "odd\nname.txt", "-0"])
+        #expect(moved.status == 0)
+        #expect(moved.stdout == Array((container + "/Documents/odd\nname.txt\u{0}").utf8))
+        let movedJSON = try run(container, ["move", "plain.txt", "--json"])
+        #expect(movedJSON.status == 0)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(movedJSON.stdout)) as? [String: Any])
+        #expect(object["path"] as? String == container + "/Documents/plain.txt")
+        #expect(object["name"] as? String == "plain.txt")
+
+        let both = try run(container, ["move", "plain-1.txt", "--json", "-0"])
+        #expect(both.status == 64)
+        #expect(FileManager.default.fileExists(atPath: inbox + "plain-1.txt"), "nothing moved on a usage error")
+    }
+
+    @Test func importPrintsNULTerminatedPaths() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let message = try folder.file(
+            "m.eml",
+            """
+            From: a@example.com\r
+            Subject: note\r
+            MIME-Version: 1.0\r
+            Content-Type: multipart/mixed; boundary=X\r
+            \r
+            --X\r
+            Content-Type: text/plain\r
+            \r
+            hi\r
+            --X\r
+            Content-Type: text/plain; name="note.txt"\r
+            Content-Disposition: attachment; filename="note.txt"\r
+            \r
+            hello\r
+            --X--\r
+
+            """)
+        let result = try run(container, ["import", message, "-0"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout == Array((container + "/Documents/Inbox/note.txt\u{0}").utf8))
+    }
+
+    @Test func namesAreEscapedOnATerminalAndExactOtherwise() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let name = "red\u{1B}[31m\nback\\slash\u{9B}.txt"
+        let shown = #"red\x1b[31m\nback\\slash\xc2\x9b.txt"#
+        let source = try folder.file(name, "x")
+
+        let delivered = try run(container, ["deliver", source], terminalColumns: 80)
+        #expect(delivered.status == 0)
+        #expect(delivered.stdoutText == container + "/Documents/Inbox/" + shown + "\r\n")
+        let listed = try run(container, ["ls"], terminalColumns: 80)
+        #expect(listed.stdoutText.hasSuffix("  " + shown + "\r\n"), "\(listed.stdoutText)")
+        #expect(!listed.stdout.contains(0x1B))
+        let piped = try run(container, ["ls"])
+        #expect(piped.stdout.suffix(name.utf8.count + 1) == ArraySlice(Array((name + "\n").utf8)), "exact in a pipe")
+
+        let moved = try run(container, ["move", name], terminalColumns: 80)
+        #expect(moved.status == 0, "\(moved.stderr)")
+        #expect(moved.stdoutText == container + "/Documents/" + shown + "\r\n")
+    }
+}
