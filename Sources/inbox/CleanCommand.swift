@@ -93,29 +93,3 @@ extension CleanupOutcome {
     /// The path as text, for messages.
     var shownPath: String { String(decoding: path, as: UTF8.self) }
 }
-
-/// Prints a JSON array one element a line as the elements come, so a large clean is never held in memory.
-private struct JSONArrayPrinter {
-    private var pending: String?
-    private var started = false
-
-    mutating func print(_ element: String) {
-        if let pending {
-            Output.line("  " + pending + ",")
-        } else if !started {
-            Output.line("[")
-        }
-        started = true
-        pending = element
-    }
-
-    mutating func finish() {
-        if let pending {
-            Output.line("  " + pending)
-            Output.line("]")
-        } else {
-            Output.line("[]")
-        }
-        pending = nil
-    }
-}

@@ -96,3 +96,29 @@ enum Output {
         _ = output.release()
     }
 }
+
+/// Prints a JSON array one element a line as the elements come, so a large clean or import is never held in memory.
+struct JSONArrayPrinter {
+    private var pending: String?
+    private var started = false
+
+    mutating func print(_ element: String) {
+        if let pending {
+            Output.line("  " + pending + ",")
+        } else if !started {
+            Output.line("[")
+        }
+        started = true
+        pending = element
+    }
+
+    mutating func finish() {
+        if let pending {
+            Output.line("  " + pending)
+            Output.line("]")
+        } else {
+            Output.line("[]")
+        }
+        pending = nil
+    }
+}

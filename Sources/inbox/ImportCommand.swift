@@ -27,7 +27,7 @@ struct ImportCommand: Command {
         let format = try ResultFormat(arguments)
         let json = format == .json
         let progress = ProgressLine.standardError()
-        var objects: [String] = []
+        var objects = json ? JSONArrayPrinter() : nil
         var messages = 0
         var attachments = 0
         var refused = 0
@@ -40,7 +40,7 @@ struct ImportCommand: Command {
                     attachments += message.attachments.count
                     progress.clear()
                     if json {
-                        objects.append(message.json)
+                        objects?.print(message.json)
                     } else {
                         for attachment in message.attachments {
                             Output.name(attachment.item.path, nulTerminated: format == .nulTerminated)
@@ -61,7 +61,7 @@ struct ImportCommand: Command {
             }
         }
         progress.clear()
-        if json { Output.line("[" + objects.joined(separator: ",\n") + "]") }
+        objects?.finish()
         guard let failure = firstFailure else { return }
         var what: [String] = []
         if refused > 0 {
