@@ -73,6 +73,8 @@ import Testing
 extension WatcherLibraryTests {
     /// The watcher runs while batches arrive: each file's `delivered` record comes before its `arrived`.
     @Test func deliveredComesBeforeArrived() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
         let scratch = try Scratch()
         defer { scratch.remove() }
         let watcher = Watcher(inbox: scratch.inbox)

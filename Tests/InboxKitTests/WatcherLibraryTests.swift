@@ -20,6 +20,8 @@ import Testing
     }
 
     @Test func aHandlerDecidesAndTheStreamYieldsEveryArrival() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
         let scratch = try Scratch()
         defer { scratch.remove() }
         let sorter = Sorter()
@@ -131,7 +133,9 @@ import Testing
         #expect(try scratch.inbox.log.records(kinds: ["arrived"]).count == 2, "both arrive")
     }
 
-    @Test func aSecondWatcherInTheSameProcessIsRefused() throws {
+    @Test func aSecondWatcherInTheSameProcessIsRefused() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
         let scratch = try Scratch()
         defer { scratch.remove() }
         let first = Watcher(inbox: scratch.inbox)

@@ -50,28 +50,6 @@ import Testing
         #expect(handler(after) != unsafeBitCast(SIG_IGN, to: Int.self))
     }
 
-    @Test func aSecondWatcherOfTheProcessStillStopsOnSIGTERM() throws {
-        let (container, folder) = try container()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        var once = WatchOptions()
-        once.once = true
-        let first = Watcher(inbox: try Inbox(container: container), options: once)
-        try first.stopOnTerminationSignals()
-        try first.run()
-        let second = Watcher(inbox: try Inbox(container: container))
-        try second.stopOnTerminationSignals()
-        let stopped = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            try? second.run()
-            stopped.signal()
-        }
-        let log = try EventLog(container: container)
-        let deadline = Date().addingTimeInterval(30)
-        while try log.records(kinds: ["watch-started"]).count < 2, Date() < deadline { usleep(10_000) }
-        kill(getpid(), SIGTERM)
-        #expect(stopped.wait(timeout: .now() + 30) == .success, "SIGTERM stopped the second watcher")
-    }
-
     /// Moves PDFs, deletes `.tmp`, keeps the rest.
     struct Sorter: ArrivalHandler {
         func handle(_ arrival: Arrival) -> Disposition {
@@ -118,6 +96,8 @@ import Testing
     }
 
     @Test func theWatcherRunsInATaskWithAnAsyncHandlerAndStopsWhenTheTaskIsCancelled() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
         let (container, folder) = try container()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let inbox = try Inbox(container: container)

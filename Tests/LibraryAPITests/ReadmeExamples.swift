@@ -108,6 +108,8 @@ func importExample(containerPath: String, messageBytes: Data, mailboxPath: Strin
     }
 
     @Test func theWatcherExampleRuns() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
         let (container, folder) = try scratch()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let inbox = try Inbox(container: container)

@@ -1,0 +1,23 @@
+import Glibc
+
+/// The process's one libinotifytools instance, for tests of every target that run a lasting watcher in-process:
+/// a `flock` on a fixed file, held while the value lives (the same helper is in InboxKitTests).
+final class InotifySlot {
+    private let fd: CInt
+
+    private init(fd: CInt) {
+        self.fd = fd
+    }
+
+    /// Waits for the slot without blocking a thread of the cooperative pool, whose other tasks the holder may need.
+    static func take() async -> InotifySlot {
+        let fd = open("/tmp/inbox-tests-inotify.lock", O_CREAT | O_RDWR | O_CLOEXEC, 0o666)
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 { try? await Task.sleep(for: .milliseconds(20)) }
+        return InotifySlot(fd: fd)
+    }
+
+    deinit {
+        flock(fd, LOCK_UN)
+        close(fd)
+    }
+}
