@@ -37,24 +37,29 @@ public struct Arrival: Sendable {
     /// What became of it, on the `arrivals` stream: the disposition decided. Nil while a handler decides.
     public internal(set) var disposition: Disposition?
     /// Where the file is now, on the `arrivals` stream: in the Inbox (kept, or a move that failed and waits for a
-    /// retry), in Documents (moved, perhaps under a clash name), or nil once deleted.
-    public internal(set) var url: URL?
+    /// retry), in Documents (moved, perhaps under a clash name), or nil once deleted. Made when asked, so that
+    /// the watcher's hot path builds no URL.
+    public var url: URL? {
+        switch outcome {
+        case .stayed: item.url
+        case .moved(let name): item.inbox.container.url(.documents).appendingPathComponent(name.string)
+        case .deleted: nil
+        }
+    }
+
+    /// What applying the disposition did; `.stayed` until then.
+    private var outcome = ArrivalPipeline.Applied.stayed
 
     init(item: InboxItem, sha256: String, type: String) {
         self.item = item
         self.sha256 = sha256
         self.type = type
-        url = item.url
     }
 
     /// Records the disposition and what applying it did.
     mutating func settle(_ disposition: Disposition, _ outcome: ArrivalPipeline.Applied) {
         self.disposition = disposition
-        switch outcome {
-        case .stayed: url = item.url
-        case .moved(let name): url = item.inbox.container.url(.documents).appendingPathComponent(name.string)
-        case .deleted: url = nil
-        }
+        self.outcome = outcome
     }
 }
 
