@@ -134,6 +134,13 @@ package func system_syncfs(_ fd: CInt) throws(Errno) {
     _ = try valueOrErrno("syncfs") { inbox_syncfs(fd) }
 }
 
+/// `sync_file_range(SYNC_FILE_RANGE_WRITE)` over the whole file: starts its writeback, waits for nothing, makes
+/// nothing durable. An `fsync` later then finds the writing done or under way.
+@inline(never)
+package func system_startWriteback(_ fd: CInt) throws(Errno) {
+    _ = try valueOrErrno("sync_file_range") { inbox_start_writeback(fd) }
+}
+
 /// `linkat(fd, "", directory, path, AT_EMPTY_PATH)`: gives a name to an open file, such as an `O_TMPFILE` one.
 @inline(never)
 package func system_linkOpenFile(_ fd: CInt, _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {

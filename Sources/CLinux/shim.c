@@ -29,6 +29,10 @@ int inbox_syncfs(int fd) {
     return syncfs(fd);
 }
 
+int inbox_start_writeback(int fd) {
+    return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
 int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags) {
     return fsetxattr(fd, name, value, size, flags);
 }

@@ -14,38 +14,102 @@ import Testing
         ("notes.txt", Array("notes\n".utf8)),
     ]
     static let key = Array(repeating: UInt8(0xAB), count: 32)
+    /// A second message, placed in the same batch as the first.
+    static let otherAttachments: [(name: String, bytes: [UInt8])] = [
+        ("invoice.pdf", pattern(30_000, seed: 3)), ("notes.txt", Array("other notes\n".utf8)),
+    ]
+    static let otherKey = Array(repeating: UInt8(0xCD), count: 32)
 
-    /// Stages this run's copies of the attachments, as an import does before it places them.
-    private func staged(_ scratch: Scratch) throws -> (StagedMessage, SharedDescriptor) {
+    /// What one import run staged: a message's attachments (or several messages'), not yet synced.
+    private struct Staged {
+        var messages: [StagedMessage]
+        let folder: SharedDescriptor
+        let writes: StagedWrites
+
+        var message: StagedMessage { messages[0] }
+    }
+
+    /// Stages this run's copies of the attachments (and of the other message's, with `both`), as an import does
+    /// before it places them.
+    private func staged(_ scratch: Scratch, both: Bool = false) throws -> Staged {
         let folder = SharedDescriptor(try scratch.container.openFolder(.inbox))
-        let files = try Self.attachments.map { attachment in
-            try scratch.inbox.stage(
-                Inbox.importStagingName(), named: try name(attachment.name), shown: attachment.name, in: folder.rawValue
-            ) { file in try file.writeAll(attachment.bytes) }
+        let writes = StagedWrites()
+        func stage(_ attachments: [(name: String, bytes: [UInt8])]) throws -> [StagedDelivery] {
+            try attachments.map { attachment in
+                try scratch.inbox.stage(
+                    Inbox.importStagingName(), named: try name(attachment.name), shown: attachment.name,
+                    in: folder.rawValue, writes: writes
+                ) { file in try file.writeAll(attachment.bytes) }
+            }
         }
-        return (
-            StagedMessage(key: Self.key, messageID: "<m1@example.org>", source: "m1.eml", attachments: files), folder
-        )
+        var messages = [
+            StagedMessage(
+                key: Self.key, messageID: "<m1@example.org>", source: "m1.eml", attachments: try stage(Self.attachments)
+            )
+        ]
+        if both {
+            messages.append(
+                StagedMessage(
+                    key: Self.otherKey, messageID: nil, source: "m2.eml", attachments: try stage(Self.otherAttachments))
+            )
+        }
+        return Staged(messages: messages, folder: folder, writes: writes)
+    }
+
+    private func place(_ scratch: Scratch, _ staged: Staged, index: ImportIndex) -> [ImportPlacement] {
+        scratch.inbox.placeOnce(staged.messages, writes: staged.writes, index: index, folder: staged.folder.rawValue)
     }
 
     private func importOnce(_ scratch: Scratch, index: ImportIndex? = nil) throws -> ImportPlacement {
-        let (message, folder) = try staged(scratch)
-        return scratch.inbox.placeOnce(
-            message, index: try index ?? ImportIndex(container: scratch.container), folder: folder.rawValue)
+        try importBoth(scratch, index: index, both: false)[0]
     }
 
-    /// Each attachment is in the Inbox exactly once, and nothing of the import is left hidden there.
-    private func expectEachOnce(_ scratch: Scratch, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let entries = try scratch.inboxEntries()
-        let items = entries.filter { !$0.hasPrefix(".") }.sorted()
-        #expect(items == Self.attachments.map(\.name).sorted(), sourceLocation: sourceLocation)
-        for attachment in Self.attachments where items.contains(attachment.name) {
-            #expect(
-                try readFile(scratch.inboxPath(attachment.name)) == attachment.bytes, sourceLocation: sourceLocation)
-        }
+    private func importBoth(_ scratch: Scratch, index: ImportIndex? = nil, both: Bool = true) throws
+        -> [ImportPlacement]
+    {
+        place(scratch, try staged(scratch, both: both), index: try index ?? ImportIndex(container: scratch.container))
+    }
+
+    /// Records the staged attachments as placing, as a crash after that commit leaves them.
+    private func markPlacing(_ index: ImportIndex, _ message: StagedMessage, only: Int? = nil) throws {
+        try index.markPlacing(
+            message.attachments.enumerated().filter { only == nil || $0.offset == only }.map {
+                (message.key, $0.offset, $0.element)
+            })
+    }
+
+    /// Each attachment (of both messages, with `both`) is in the Inbox exactly once, with its `delivered` record,
+    /// and nothing of the import is left hidden there.
+    private func expectEachOnce(
+        _ scratch: Scratch, both: Bool = false, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        // The other message's notes.txt clashes with the first's: it is delivered as notes-1.txt.
+        let expected: [(name: String, bytes: [UInt8], key: String)] =
+            Self.attachments.map { ($0.name, $0.bytes, String(repeating: "ab", count: 32)) }
+            + (both ? Self.otherAttachments.map { ($0.name, $0.bytes, String(repeating: "cd", count: 32)) } : [])
+        let items = try scratch.inboxEntries().filter { !$0.hasPrefix(".") }.sorted()
+        #expect(items.count == expected.count, "\(items)", sourceLocation: sourceLocation)
+        var contents: [[UInt8]: Int] = [:]
+        for item in items { contents[try readFile(scratch.inboxPath(item)), default: 0] += 1 }
+        #expect(
+            contents == Dictionary(expected.map { ($0.bytes, 1) }, uniquingKeysWith: +), sourceLocation: sourceLocation)
         let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
-        #expect(delivered.count == Self.attachments.count, sourceLocation: sourceLocation)
-        #expect(delivered.allSatisfy { $0.fields["message_sha256"] == String(repeating: "ab", count: 32) })
+        #expect(delivered.count == expected.count, sourceLocation: sourceLocation)
+        #expect(
+            delivered.map { $0.fields["message_sha256"] ?? "" }.sorted() == expected.map(\.key).sorted(),
+            sourceLocation: sourceLocation)
+        #expect(
+            try scratch.inboxEntries().allSatisfy { !$0.hasPrefix(".") }, "no staging left",
+            sourceLocation: sourceLocation)
+    }
+
+    /// Ages the hidden files in the Inbox by a week and runs the staging sweep.
+    private func sweepAsAWeekLater(_ scratch: Scratch) throws {
+        let weekAgo = timespec(tv_sec: time(nil) - 7 * 86_400, tv_nsec: 0)
+        for entry in try scratch.inboxEntries() where entry.hasPrefix(".") {
+            #expect(utimensat(AT_FDCWD, scratch.inboxPath(entry), [weekAgo, weekAgo], 0) == 0)
+        }
+        _ = try scratch.inbox.sweepAbandonedStaging()
     }
 
     @Test func aMessageImportedAgainDeliversNothing() throws {
@@ -68,11 +132,13 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         let index = try ImportIndex(container: scratch.container)
-        let (message, folder) = try staged(scratch)
+        let crashed = try staged(scratch)
+        try crashed.writes.syncAll()
         // The crash: all three recorded as placing; only the first renamed into the Inbox.
-        try index.markPlacing(Self.key, message.attachments.enumerated().map { ($0.offset, $0.element) })
-        let first = message.attachments[0]
-        try system_renameat2(folder.rawValue, first.staging, folder.rawValue, first.name, .noReplace)
+        try markPlacing(index, crashed.message)
+        let first = crashed.message.attachments[0]
+        try system_renameat2(
+            crashed.folder.rawValue, first.staging, crashed.folder.rawValue, first.name, .noReplace)
 
         let again = try importOnce(scratch, index: index)
 
@@ -82,25 +148,63 @@ import Testing
         #expect(try index.isComplete(Self.key))
     }
 
+    @Test func twoMessagesPlacedTogetherAreEachDeliveredOnceWithTheirRecordsInOrder() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let outcomes = try importBoth(scratch)
+        #expect(outcomes.allSatisfy { $0.error == nil })
+        #expect(outcomes.map { $0.delivered.map(\.ordinal) } == [[0, 1, 2], [0, 1]])
+        try expectEachOnce(scratch, both: true)
+        // Each message's delivered records, then its imported record.
+        let records = try scratch.inbox.log.records(kinds: ["delivered", "imported"])
+        #expect(
+            records.map { "\($0.event) \($0.fields["message_sha256"]?.prefix(2) ?? "")" } == [
+                "delivered ab", "delivered ab", "delivered ab", "imported ab", "delivered cd", "delivered cd",
+                "imported cd",
+            ])
+        let again = try importBoth(scratch)
+        #expect(again.map(\.duplicate) == [true, true])
+        try expectEachOnce(scratch, both: true)
+    }
+
     @Test func aFailureAtAnySystemCallLeavesARetryToDeliverExactlyTheMissing() throws {
-        let sweep = FaultSweep<(Scratch, StagedMessage, SharedDescriptor, ImportIndex)>(
+        // Two messages in one batch: the first delivered in part before (its placing records left by a crash),
+        // the second new.
+        let sweep = FaultSweep<(Scratch, Staged, ImportIndex)>(
             setup: {
                 let scratch = try Scratch()
-                let (message, folder) = try staged(scratch)
-                return (scratch, message, folder, try ImportIndex(container: scratch.container))
-            },
-            operation: { scratch, message, folder, index in
-                if let error = scratch.inbox.placeOnce(message, index: index, folder: folder.rawValue).error {
-                    throw error
+                let index = try ImportIndex(container: scratch.container)
+                let earlier = try staged(scratch)
+                try earlier.writes.syncAll()
+                try markPlacing(index, earlier.message, only: 1)
+                let placedBefore = earlier.message.attachments[1]
+                try system_renameat2(
+                    earlier.folder.rawValue, placedBefore.staging, earlier.folder.rawValue, placedBefore.name,
+                    .noReplace)
+                for file in [0, 2].map({ earlier.message.attachments[$0] }) {
+                    try system_unlinkat(earlier.folder.rawValue, file.staging)
                 }
+                try scratch.inbox.log.append(
+                    Event(
+                        .delivered,
+                        [
+                            "path": .string("Documents/Inbox/photo.jpg"),
+                            "message_sha256": .string(String(repeating: "ab", count: 32)),
+                        ]))
+                return (scratch, try staged(scratch, both: true), index)
+            },
+            operation: { scratch, batch, index in
+                if let error = place(scratch, batch, index: index).compactMap(\.error).first { throw error }
             },
             check: { context, outcome, plan in
-                let (scratch, _, _, index) = context
+                let (scratch, _, index) = context
                 expectClearError(outcome, plan)
-                let retry = try importOnce(scratch, index: index)
-                #expect(retry.error == nil, "\(plan.summary): \(retry.error?.message ?? "")")
-                try expectEachOnce(scratch)
-                #expect(try index.isComplete(Self.key), "\(plan.summary)")
+                let retry = try importBoth(scratch, index: index)
+                // A staging file a failed unlink left is the sweep's, a week on.
+                try sweepAsAWeekLater(scratch)
+                #expect(retry.allSatisfy { $0.error == nil }, "\(plan.summary): \(retry.compactMap(\.error))")
+                try expectEachOnce(scratch, both: true)
+                #expect(try index.isComplete(Self.key) && index.isComplete(Self.otherKey), "\(plan.summary)")
             },
             teardown: { $0.0.remove() })
         try sweep.run("import placement")
@@ -128,9 +232,11 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         let index = try ImportIndex(container: scratch.container)
-        let (message, _) = try staged(scratch)
+        let crashed = try staged(scratch)
+        try crashed.writes.syncAll()
+        let message = crashed.message
         // The first is recorded as placing (a crash left it); the others are orphans of a crashed import.
-        try index.markPlacing(Self.key, [(0, message.attachments[0])])
+        try markPlacing(index, message, only: 0)
         let weekAgo = timespec(tv_sec: time(nil) - 7 * 86_400, tv_nsec: 0)
         for file in message.attachments {
             #expect(utimensat(AT_FDCWD, scratch.inboxPath(file.staging.string), [weekAgo, weekAgo], 0) == 0)
@@ -149,25 +255,27 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         let index = try ImportIndex(container: scratch.container)
-        let (message, _) = try staged(scratch)
+        let crashed = try staged(scratch)
+        try crashed.writes.syncAll()
         // The backup catches the import between its placing records and the renames: the staging files are
         // left out of the archive, the records are in it.
-        try index.markPlacing(Self.key, message.attachments.enumerated().map { ($0.offset, $0.element) })
+        try markPlacing(index, crashed.message)
         _ = try BackupArchive(path: scratch.outside("backup.tar")).write(from: scratch.container)
         let restored = try Container.create(at: scratch.outside("restored"), appName: "Restored")
         _ = try BackupArchive(path: scratch.outside("backup.tar")).restore(into: restored)
 
         let inbox = try Inbox(container: restored)
         let folder = SharedDescriptor(try restored.openFolder(.inbox))
+        let writes = StagedWrites()
         let copies = try Self.attachments.map { attachment in
             try inbox.stage(
                 Inbox.importStagingName(), named: try name(attachment.name), shown: attachment.name,
-                in: folder.rawValue
+                in: folder.rawValue, writes: writes
             ) { file in try file.writeAll(attachment.bytes) }
         }
         let again = inbox.placeOnce(
-            StagedMessage(key: Self.key, messageID: nil, source: "m1.eml", attachments: copies),
-            index: try ImportIndex(container: restored), folder: folder.rawValue)
+            [StagedMessage(key: Self.key, messageID: nil, source: "m1.eml", attachments: copies)], writes: writes,
+            index: try ImportIndex(container: restored), folder: folder.rawValue)[0]
         #expect(again.error == nil)
         #expect(again.delivered.map(\.ordinal) == [0, 1, 2], "nothing taken for placed that never was")
     }

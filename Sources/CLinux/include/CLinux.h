@@ -11,6 +11,9 @@ int inbox_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char 
 ssize_t inbox_copy_file_range(int fd_in, int fd_out, size_t len);
 /// syncfs(2): writes out everything cached for the filesystem that holds `fd`.
 int inbox_syncfs(int fd);
+/// sync_file_range(2) with SYNC_FILE_RANGE_WRITE over the whole file: starts writing its dirty pages out, without
+/// waiting and without making anything durable (an fsync still must).
+int inbox_start_writeback(int fd);
 
 int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags);
 ssize_t inbox_fgetxattr(int fd, const char *name, void *value, size_t size);

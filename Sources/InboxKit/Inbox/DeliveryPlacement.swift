@@ -16,16 +16,65 @@ struct Placement {
     var placed: [(index: Int, item: InboxItem)] = []
     /// The staged files still under their staging names (never placed, or taken back out), by index.
     var notPlaced: [Int] = []
+    /// Whether the records were written (with the files placed, or none).
+    var recorded = false
     var error: ContainerError?
 
     var items: [InboxItem] { placed.map(\.item) }
 }
 
+/// Staged files written but not yet synced (ARCHITECTURE.md, "Delivery"). Each file's writeback starts when it is
+/// handed over; `syncAll` makes them durable together before they are placed: an fsync each for a few, one
+/// `syncfs` of their filesystem for `syncfsFrom` or more (it writes the inode tables and flushes the disk's cache
+/// once for all, and reports any writeback error on the filesystem since the first file was opened). At most
+/// `openLimit` stay open: past it they are synced on the way. Once a sync fails, every later `syncAll` throws that
+/// failure: no file of the batch is trusted.
+final class StagedWrites {
+    static let openLimit = 256
+    static let syncfsFrom = 8
+
+    private var open: [CInt] = []
+    private var failure: Errno?
+
+    deinit {
+        // Files never synced are never placed: their staging names are removed or swept.
+        for fd in open { _ = try? system_close(fd) }
+    }
+
+    /// Takes `file` over and starts its writeback.
+    func add(_ file: consuming FileDescriptor) throws(Errno) {
+        let fd = file.release()
+        open.append(fd)
+        try system_startWriteback(fd)
+        if open.count >= Self.openLimit { syncOpen() }
+    }
+
+    /// Makes every file handed over durable and closes it; throws the first failure since the batch began.
+    func syncAll() throws(Errno) {
+        syncOpen()
+        if let failure { throw failure }
+    }
+
+    private func syncOpen() {
+        func note(_ body: () throws(Errno) -> Void) {
+            do throws(Errno) { try body() } catch { failure = failure ?? error }
+        }
+        if open.count >= Self.syncfsFrom {
+            note { () throws(Errno) in try system_syncfs(open[0]) }
+        } else {
+            for fd in open { note { () throws(Errno) in try system_fsync(fd) } }
+        }
+        // A failed close can mean a lost write on some filesystems.
+        for fd in open { note { () throws(Errno) in try system_close(fd) } }
+        open.removeAll(keepingCapacity: true)
+    }
+}
+
 extension Inbox {
-    /// Creates `staging` in the Inbox folder, lets `write` fill it, fsyncs and closes it; removes it when anything
-    /// fails, and rethrows.
+    /// Creates `staging` in the Inbox folder, lets `write` fill it, and hands it to `writes`, which fsyncs and closes
+    /// it before it is placed; removes it when anything fails, and rethrows.
     func stage(
-        _ staging: FileName, named name: FileName, shown: String, in folder: CInt,
+        _ staging: FileName, named name: FileName, shown: String, in folder: CInt, writes: StagedWrites,
         write: (borrowing FileDescriptor) throws -> Void
     ) throws -> StagedDelivery {
         var created = false
@@ -34,10 +83,8 @@ extension Inbox {
                 at: folder, staging, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o444)
             created = true
             try write(file)
-            try file.sync()
             let status = try file.fileStatus()
-            // Closed before the rename: a watcher finds no writer on the file it sees arrive.
-            try file.close()
+            try writes.add(file)
             return StagedDelivery(staging: staging, name: name, status: status, shown: shown)
         } catch {
             // A hidden staging file the unlink misses is swept later (`sweepAbandonedStaging`).
@@ -46,18 +93,25 @@ extension Inbox {
         }
     }
 
-    /// Under the event log's lock (ARCHITECTURE.md, "Delivery"): renames the staged files into the Inbox
-    /// (stopping at the first that fails), fsyncs the folder, and logs `delivered` for each (with `fields`
-    /// added), then the records `then` makes from the number placed. If the folder or the records fail, the
-    /// files go back to their staging names. Staging files are left for the caller to remove.
+    /// Under the event log's lock (ARCHITECTURE.md, "Delivery"): once `writes` has synced every staged file, renames
+    /// them into the Inbox (stopping at the first that fails), fsyncs the folder, and logs what `records` makes of
+    /// the `delivered` record of each file placed (by default, those records). If the folder or the records fail,
+    /// the files go back to their staging names. Staging files are left for the caller to remove.
     func place(
-        _ staged: [StagedDelivery], in folder: CInt, fields: [(key: String, value: EventValue)] = [],
-        then trailing: (Int) -> [Event] = { _ in [] }
+        _ staged: [StagedDelivery], writes: StagedWrites, in folder: CInt,
+        records: ([(index: Int, record: Event)]) -> [Event] = { $0.map(\.record) }
     ) -> Placement {
+        do throws(Errno) {
+            try writes.syncAll()
+        } catch {
+            return Placement(
+                placed: [], notPlaced: Array(staged.indices), error: error.failure("sync", container.path(.inbox)))
+        }
         var placed: [(index: Int, name: FileName)] = []
         // Placed files that could not be taken back out after a failure: still delivered, and reported so.
         var stuck: Set<Int> = []
         var failure: ContainerError?
+        var recorded = false
         do throws(ContainerError) {
             try log.appendWhileLocked(
                 { () throws(ContainerError) -> [Event] in
@@ -72,21 +126,22 @@ extension Inbox {
                             break
                         }
                     }
-                    guard !placed.isEmpty else { return trailing(0) }
+                    guard !placed.isEmpty else { return records([]) }
                     do throws(Errno) {
                         try system_fsync(folder)
                     } catch {
                         stuck = takeBack(placed, of: staged, in: folder)
                         throw error.failure("sync", container.path(.inbox))
                     }
-                    return placed.map { index, name in
-                        var event = Event(
-                            .delivered,
-                            ["path": .path(loggedPath(.inbox, name)), "size": .int(staged[index].status.size)])
-                        event.fields += fields
-                        return event
-                    } + trailing(placed.count)
+                    return records(
+                        placed.map { index, name in
+                            let record = Event(
+                                .delivered,
+                                ["path": .path(loggedPath(.inbox, name)), "size": .int(staged[index].status.size)])
+                            return (index, record)
+                        })
                 }, undo: { stuck = takeBack(placed, of: staged, in: folder) })
+            recorded = true
         } catch {
             placed.removeAll { !stuck.contains($0.index) }
             failure = error
@@ -94,7 +149,7 @@ extension Inbox {
         let kept = Set(placed.map(\.index))
         return Placement(
             placed: placed.map { ($0.index, InboxItem(inbox: self, name: $0.name, status: staged[$0.index].status)) },
-            notPlaced: staged.indices.filter { !kept.contains($0) }, error: failure)
+            notPlaced: staged.indices.filter { !kept.contains($0) }, recorded: recorded, error: failure)
     }
 
     /// Takes files whose `delivered` record could not be written back out of the Inbox, each to its own staging

@@ -27,8 +27,8 @@ extension Inbox {
     }
 
     /// Delivers each source atomically: written under a staging name the watcher ignores, fsynced, then renamed
-    /// into the Inbox under a unique name (`report.pdf`, `report-1.pdf`, …). The batch shares one fsync of the
-    /// Inbox folder, after which each delivery is logged. No reader ever sees a partial file in the Inbox.
+    /// into the Inbox under a unique name (`report.pdf`, `report-1.pdf`, …). The batch's files are fsynced together,
+    /// and share one fsync of the Inbox folder, after which each delivery is logged. No reader ever sees a partial file in the Inbox.
     /// When a source fails, the ones before it stay delivered (and logged); `deliverReporting` tells which.
     public func deliver(_ sources: [DeliverySource]) throws(ContainerError) -> [InboxItem] {
         let outcome = deliverReporting(sources)
@@ -63,15 +63,16 @@ extension Inbox {
                 next = chunk.endIndex
                 var staged: [StagedDelivery] = []
                 var failure: ContainerError?
+                let writes = StagedWrites()
                 for source in chunk {
                     do {
-                        staged.append(try stage(source, in: folder))
+                        staged.append(try stage(source, in: folder, writes: writes))
                     } catch {
                         failure = error
                         break
                     }
                 }
-                let placement = place(staged, in: folder.rawValue)
+                let placement = place(staged, writes: writes, in: folder.rawValue)
                 delivered += placement.items
                 // Only a hidden staging file can stay behind; `sweepAbandonedStaging` removes it later.
                 for index in placement.notPlaced { _ = try? system_unlinkat(folder.rawValue, staged[index].staging) }
@@ -83,9 +84,9 @@ extension Inbox {
         return DeliveryOutcome(delivered: delivered, error: nil)
     }
 
-    /// Writes one source under a staging name in the Inbox, fsynced and closed; removes it on failure.
-    private func stage(_ source: DeliverySource, in folder: borrowing FileDescriptor) throws(ContainerError)
-        -> StagedDelivery
+    /// Writes one source under a staging name in the Inbox, handed to `writes` to be synced; removes it on failure.
+    private func stage(_ source: DeliverySource, in folder: borrowing FileDescriptor, writes: StagedWrites)
+        throws(ContainerError) -> StagedDelivery
     {
         let name: FileName
         let shown: String
@@ -98,7 +99,8 @@ extension Inbox {
             name = suggested
         }
         do {
-            return try stage(Inbox.stagingName(), named: name, shown: shown, in: folder.rawValue) { file in
+            return try stage(Inbox.stagingName(), named: name, shown: shown, in: folder.rawValue, writes: writes) {
+                file in
                 switch source {
                 case .file(let path, _):
                     try file.copyContents(from: try Inbox.openSource(path))

@@ -92,10 +92,12 @@ final class ImportIndex {
         return parts
     }
 
-    /// Records, durably and at once, that these staged files are about to be renamed into the Inbox.
-    func markPlacing(_ key: [UInt8], _ staged: [(ordinal: Int, staged: StagedDelivery)]) throws(ContainerError) {
+    /// Records, durably and in one commit, that these staged files (of one message or several) are about to be
+    /// renamed into the Inbox.
+    func markPlacing(_ parts: [(key: [UInt8], ordinal: Int, staged: StagedDelivery)]) throws(ContainerError) {
+        guard !parts.isEmpty else { return }
         try database.transaction { () throws(ContainerError) in
-            for (ordinal, file) in staged {
+            for (key, ordinal, file) in parts {
                 try database.query(
                     "INSERT OR REPLACE INTO parts(key, ordinal, delivered, staging, device, inode) VALUES (?, ?, 0, ?, ?, ?)",
                     [
@@ -106,30 +108,48 @@ final class ImportIndex {
         }
     }
 
-    /// Records attachments as delivered, those given as not placed after all, and whether the message is now
-    /// complete (with `count` attachments in all). Synced only when it forgets a placing record (its staging file
-    /// is removed next, and a record left behind would take the missing file for placed); otherwise a crash
-    /// that loses it leaves the placing records, which the next import settles the same way by their names.
-    func settle(
-        _ key: [UInt8], delivered: [(ordinal: Int, name: FileName?)], notPlaced: [Int], complete: Bool, count: Int,
-        messageID: String?
-    ) throws(ContainerError) {
-        try database.transaction(durable: !notPlaced.isEmpty) { () throws(ContainerError) in
-            for (ordinal, name) in delivered {
-                try database.query(
-                    "INSERT OR REPLACE INTO parts(key, ordinal, delivered, name) VALUES (?, ?, 1, ?)",
-                    [.blob(key), .integer(Int64(ordinal)), name.map { .blob($0.bytes) } ?? .null])
-            }
-            for ordinal in notPlaced {
-                try database.query(
-                    "DELETE FROM parts WHERE key = ? AND ordinal = ?", [.blob(key), .integer(Int64(ordinal))])
-            }
-            guard complete else { return }
-            try database.query(
-                "INSERT OR REPLACE INTO messages(key, message_id, attachments, complete) VALUES (?, ?, ?, 1)",
-                [.blob(key), messageID.map { .text($0) } ?? .null, .integer(Int64(count))])
-            // A complete message needs no part rows: its key alone answers every later import.
-            try database.query("DELETE FROM parts WHERE key = ?", [.blob(key)])
+    /// What became of a message's attachments recorded as placing.
+    struct Settlement {
+        let key: [UInt8]
+        /// Delivered, each with its name in the Inbox (nil when a crash kept it from the index).
+        var delivered: [(ordinal: Int, name: FileName?)] = []
+        /// Not placed after all: their placing records are forgotten.
+        var notPlaced: [Int] = []
+        /// Whether every attachment of the message is now delivered.
+        var complete = false
+        /// The message's attachments in all.
+        let count: Int
+        let messageID: String?
+    }
+
+    /// Records, in one commit, each message's attachments delivered, those not placed after all, and whether the
+    /// message is now complete. Synced only when it forgets a placing record (its staging file is removed next,
+    /// and a record left behind would take the missing file for placed); otherwise a crash that loses it leaves
+    /// the placing records, which the next import settles the same way by their names.
+    func settle(_ settlements: [Settlement]) throws(ContainerError) {
+        guard !settlements.isEmpty else { return }
+        let durable = settlements.contains { !$0.notPlaced.isEmpty }
+        try database.transaction(durable: durable) { () throws(ContainerError) in
+            for settlement in settlements { try settle(settlement) }
         }
+    }
+
+    private func settle(_ settlement: Settlement) throws(ContainerError) {
+        let key = settlement.key
+        for (ordinal, name) in settlement.delivered {
+            try database.query(
+                "INSERT OR REPLACE INTO parts(key, ordinal, delivered, name) VALUES (?, ?, 1, ?)",
+                [.blob(key), .integer(Int64(ordinal)), name.map { .blob($0.bytes) } ?? .null])
+        }
+        for ordinal in settlement.notPlaced {
+            try database.query(
+                "DELETE FROM parts WHERE key = ? AND ordinal = ?", [.blob(key), .integer(Int64(ordinal))])
+        }
+        guard settlement.complete else { return }
+        try database.query(
+            "INSERT OR REPLACE INTO messages(key, message_id, attachments, complete) VALUES (?, ?, ?, 1)",
+            [.blob(key), settlement.messageID.map { .text($0) } ?? .null, .integer(Int64(settlement.count))])
+        // A complete message needs no part rows: its key alone answers every later import.
+        try database.query("DELETE FROM parts WHERE key = ?", [.blob(key)])
     }
 }

@@ -38,55 +38,129 @@ extension Inbox {
             ?? FileName(bytes: Array(".inbox-import".utf8)).unsafelyUnwrapped
     }
 
-    /// Delivers the attachments of a staged message that the import index does not show delivered, exactly once
+    /// Delivers the attachments of staged messages that the import index does not show delivered, exactly once
     /// across processes and crashes (ARCHITECTURE.md, "Mail import"), and logs `delivered` for each (with
-    /// `message_sha256`) and one `imported` record. Every staged file is placed or removed.
+    /// `message_sha256`) and one `imported` record per message. Returns what became of each message, in order.
+    /// Every staged file is placed or removed (or, when the index may still name it, left for the sweep).
     ///
-    /// Under `import.lock`: an attachment is recorded as placing (its staging name and inode) durably before it
-    /// is renamed into the Inbox, and delivered after. A placing record a crash left is settled by its staging
-    /// name: still there with its inode, the rename never happened (the file is removed and delivered again);
-    /// gone, it did (placement takes a failed file back to that same staging name).
-    func placeOnce(_ message: StagedMessage, index: ImportIndex, folder: CInt) -> ImportPlacement {
-        var outcome = ImportPlacement()
-        var leftOver = Set(message.attachments.indices)
+    /// Under `import.lock`: the attachments are recorded as placing (staging name and inode), durably and in one
+    /// commit, before they are renamed into the Inbox together, and delivered after. A placing record a crash
+    /// left is settled by its staging name: still there with its inode, the rename never happened (the file is
+    /// removed and delivered again); gone, it did (placement takes a failed file back to that same staging name).
+    /// The messages must have distinct keys.
+    func placeOnce(_ messages: [StagedMessage], writes: StagedWrites, index: ImportIndex, folder: CInt)
+        -> [ImportPlacement]
+    {
+        var outcomes = messages.map { _ in ImportPlacement() }
+        // Staging files to remove at the end: only ones no placing record names (see above).
+        var leftOver = messages.flatMap { $0.attachments.map(\.staging) }
         defer {
-            for ordinal in leftOver.sorted() {
-                // A hidden staging file the unlink misses is swept later.
-                _ = try? system_unlinkat(folder, message.attachments[ordinal].staging)
-            }
+            // A hidden staging file the unlink misses is swept later.
+            for staging in leftOver { _ = try? system_unlinkat(folder, staging) }
         }
+        var toPlace: [(message: Int, ordinal: Int)] = []
         do throws(ContainerError) {
             let lock = try importLock()
             defer { _ = lock.rawValue }
-            if try index.isComplete(message.key) {
-                outcome.duplicate = true
-                try log.append(importedRecord(message, delivered: 0, duplicate: true), durable: true)
-                return outcome
+            var done: [Set<Int>] = []
+            for (number, message) in messages.enumerated() {
+                if try index.isComplete(message.key) {
+                    outcomes[number].duplicate = true
+                    done.append(Set(message.attachments.indices))
+                    continue
+                }
+                let delivered = try settleInterruptedPlacements(message, index: index, folder: folder)
+                done.append(delivered)
+                toPlace += message.attachments.indices.filter { !delivered.contains($0) }.map { (number, $0) }
             }
-            let done = try settleInterruptedPlacements(message, index: index, folder: folder)
-            let missing = message.attachments.indices.filter { !done.contains($0) }
-            try index.markPlacing(message.key, missing.map { ($0, message.attachments[$0]) })
+            // From here the index may name any file about to be placed: only this run's copies of what was
+            // delivered before may go, until the index forgets the others.
+            leftOver = done.enumerated().flatMap { number, ordinals in
+                ordinals.filter { $0 < messages[number].attachments.count }.map {
+                    messages[number].attachments[$0].staging
+                }
+            }
+            let staging = toPlace.map { messages[$0.message].attachments[$0.ordinal].staging }
+            do throws(ContainerError) {
+                try index.markPlacing(
+                    toPlace.map { (messages[$0.message].key, $0.ordinal, messages[$0.message].attachments[$0.ordinal]) }
+                )
+            } catch {
+                // The commit may have happened all the same: the files go only once the index has forgotten them.
+                try forgetPlacing(messages, toPlace, index: index)
+                leftOver += staging
+                throw error
+            }
             let placement = place(
-                missing.map { message.attachments[$0] }, in: folder,
-                fields: [("message_sha256", .string(message.keyHex))],
-                then: { [self] count in
-                    count == missing.count ? [importedRecord(message, delivered: count, duplicate: false)] : []
-                })
-            let placed = placement.placed.map { (ordinal: missing[$0.index], item: $0.item) }
-            outcome.delivered = placed
-            outcome.error = placement.error
-            // This run's copies of what was delivered before go; so do files not placed after all, but only once
-            // the index has forgotten them (a placing record whose staging name is gone means placed).
-            let notPlaced = placement.notPlaced.map { missing[$0] }
-            leftOver = done.filter { $0 < message.attachments.count }
-            try index.settle(
-                message.key, delivered: placed.map { ($0.ordinal, $0.item.name) }, notPlaced: notPlaced,
-                complete: placement.error == nil, count: message.attachments.count, messageID: message.messageID)
-            leftOver.formUnion(notPlaced)
+                toPlace.map { messages[$0.message].attachments[$0.ordinal] }, writes: writes, in: folder,
+                records: { delivered in importRecords(messages, outcomes, toPlace, delivered) })
+            for (placed, item) in placement.placed {
+                outcomes[toPlace[placed].message].delivered.append((toPlace[placed].ordinal, item))
+            }
+            var settlements = messages.map {
+                ImportIndex.Settlement(key: $0.key, count: $0.attachments.count, messageID: $0.messageID)
+            }
+            for notPlaced in placement.notPlaced {
+                let (number, ordinal) = toPlace[notPlaced]
+                settlements[number].notPlaced.append(ordinal)
+                outcomes[number].error = placement.error
+            }
+            for number in messages.indices where !outcomes[number].duplicate {
+                settlements[number].delivered = outcomes[number].delivered.map { ($0.ordinal, $0.item.name) }
+                // Without its records, no message is complete: the next import logs what is missing.
+                if !placement.recorded { outcomes[number].error = outcomes[number].error ?? placement.error }
+                settlements[number].complete = outcomes[number].error == nil
+            }
+            try index.settle(settlements.filter { !$0.delivered.isEmpty || !$0.notPlaced.isEmpty || $0.complete })
+            leftOver += placement.notPlaced.map {
+                messages[toPlace[$0].message].attachments[toPlace[$0].ordinal].staging
+            }
         } catch {
-            outcome.error = outcome.error ?? error
+            for number in outcomes.indices where !outcomes[number].duplicate && outcomes[number].error == nil {
+                outcomes[number].error = error
+            }
         }
-        return outcome
+        return outcomes
+    }
+
+    /// Forgets, durably, the placing records of the attachments `toPlace` names.
+    private func forgetPlacing(
+        _ messages: [StagedMessage], _ toPlace: [(message: Int, ordinal: Int)], index: ImportIndex
+    ) throws(ContainerError) {
+        var settlements = messages.map {
+            ImportIndex.Settlement(key: $0.key, count: $0.attachments.count, messageID: $0.messageID)
+        }
+        for (number, ordinal) in toPlace { settlements[number].notPlaced.append(ordinal) }
+        try index.settle(settlements.filter { !$0.notPlaced.isEmpty })
+    }
+
+    /// The records of a batch placed: each message's `delivered` records (with `message_sha256`), then its
+    /// `imported` record once none of its attachments is missing; a message imported before gets its `imported`
+    /// record as a duplicate.
+    private func importRecords(
+        _ messages: [StagedMessage], _ outcomes: [ImportPlacement], _ toPlace: [(message: Int, ordinal: Int)],
+        _ delivered: [(index: Int, record: Event)]
+    ) -> [Event] {
+        var placedOf = messages.map { _ in [Event]() }
+        for (index, record) in delivered {
+            var record = record
+            record.fields.append(("message_sha256", .string(messages[toPlace[index].message].keyHex)))
+            placedOf[toPlace[index].message].append(record)
+        }
+        var missingOf = messages.map { _ in 0 }
+        for part in toPlace { missingOf[part.message] += 1 }
+        var records: [Event] = []
+        for (number, message) in messages.enumerated() {
+            if outcomes[number].duplicate {
+                records.append(importedRecord(message, delivered: 0, duplicate: true))
+                continue
+            }
+            records += placedOf[number]
+            if placedOf[number].count == missingOf[number] {
+                records.append(importedRecord(message, delivered: placedOf[number].count, duplicate: false))
+            }
+        }
+        return records
     }
 
     /// Settles the placing records a crash left for this message (see `placeOnce`); returns the ordinals the
@@ -119,9 +193,11 @@ extension Inbox {
             }
         }
         guard !placed.isEmpty || !notPlaced.isEmpty else { return done }
-        try index.settle(
-            message.key, delivered: placed, notPlaced: notPlaced, complete: false, count: message.attachments.count,
-            messageID: message.messageID)
+        try index.settle([
+            ImportIndex.Settlement(
+                key: message.key, delivered: placed, notPlaced: notPlaced, count: message.attachments.count,
+                messageID: message.messageID)
+        ])
         for staging in stale {
             // Forgotten by the index above: a file no one will place. One left behind is swept later.
             _ = try? system_unlinkat(folder, staging)

@@ -33,6 +33,13 @@ public struct ImportedMessage: Sendable {
 }
 
 extension ImportedMessage {
+    /// The same message with another status and attachments.
+    func with(status: Status, attachments: [Attachment]) -> ImportedMessage {
+        ImportedMessage(
+            source: source, messageID: messageID, subject: subject, from: from, date: date,
+            messageSHA256: messageSHA256, status: status, attachments: attachments, reason: reason)
+    }
+
     /// The object `inbox import --json` prints for the message (ARCHITECTURE.md, "Mail import"): `source`,
     /// `message_id`, `subject`, `from`, `date`, `message_sha256`, `status`, `attachments` (each `name`, `path`,
     /// `size`, `sha256`, `content_type`), and `reason` when refused. Names and paths that are not UTF-8 also

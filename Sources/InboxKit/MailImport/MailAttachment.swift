@@ -20,7 +20,12 @@ public struct MailAttachment {
     /// `forEachAttachment`'s body; calling it again writes the same bytes again (and counts them once).
     /// - Throws: `.refused` when the message's attachments pass `maxBytes`, `.io` when a read or write fails.
     public func decode(into fd: CInt) throws(MailError) -> Int64 {
-        var sink = DescriptorSink(fd: fd, limit: budget.limit - budget.committed)
+        try decode(into: fd, hashing: nil)
+    }
+
+    /// Decodes like `decode(into:)`, and adds the bytes written to `digest` (begun by the caller) as they go.
+    func decode(into fd: CInt, hashing digest: SHA256Digest?) throws(MailError) -> Int64 {
+        var sink = DescriptorSink(fd: fd, limit: budget.limit - budget.committed, digest: digest)
         switch source {
         case .part(let content): try content?.decode(from: message.fd, into: &sink)
         case .memory(let bytes): try bytes.withBytes { (buffer) throws(MailError) in try sink.write(buffer) }

@@ -32,15 +32,18 @@ protocol DecodedSink {
     mutating func write(_ bytes: UnsafeRawBufferPointer) throws(MailError)
 }
 
-/// Writes to an open descriptor, stopping with `.refused` once `limit` bytes would be passed.
+/// Writes to an open descriptor, stopping with `.refused` once `limit` bytes would be passed; adds what it writes
+/// to `digest` when there is one.
 struct DescriptorSink: DecodedSink {
     let fd: CInt
     let limit: Int64
+    let digest: SHA256Digest?
     private(set) var written: Int64 = 0
 
-    init(fd: CInt, limit: Int64) {
+    init(fd: CInt, limit: Int64, digest: SHA256Digest? = nil) {
         self.fd = fd
         self.limit = limit
+        self.digest = digest
     }
 
     mutating func write(_ bytes: UnsafeRawBufferPointer) throws(MailError) {
@@ -54,6 +57,11 @@ struct DescriptorSink: DecodedSink {
             } catch {
                 throw .io(error.failure("write", "an attachment"))
             }
+        }
+        do throws(ContainerError) {
+            try digest?.update(bytes)
+        } catch {
+            throw .io(error)
         }
         written += Int64(bytes.count)
     }
