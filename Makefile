@@ -2,15 +2,21 @@
 SWIFT ?= swift
 # Warnings are errors here and in CI (not in Package.swift, which a versioned dependency may not carry unsafe flags in).
 STRICT = -Xswiftc -warnings-as-errors
+# systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed).
 APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite
+	libytnef0-dev libpython3.11-testsuite systemd
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
-# make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the systemd unit into $(DESTDIR)$(UNITDIR),
-# bash, zsh and fish completions and the man page (made by the binary) under $(DESTDIR)$(PREFIX)/share.
+# make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the system units into $(DESTDIR)$(UNITDIR), the
+# user units into $(DESTDIR)$(USERUNITDIR) (both on systemd's search path for PREFIX=/usr/local and /usr), bash,
+# zsh and fish completions and the man page (made by the binary) under $(DESTDIR)$(PREFIX)/share.
 PREFIX ?= /usr/local
 DESTDIR ?=
-UNITDIR ?= /etc/systemd/system
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+# The units, as paths under systemd/: the services differ between the two managers, the path and timer do not.
+SYSTEM_UNITS = inbox-watch@.service inbox-drain@.service inbox-drain@.path inbox-drain@.timer
+USER_UNITS = user/inbox-watch@.service user/inbox-drain@.service inbox-drain@.path inbox-drain@.timer
 # Extra flags for the build that make install installs, e.g. --static-swift-stdlib for a binary that does
 # not load the Swift runtime from the toolchain (the default build has it in its RUNPATH).
 INSTALL_SWIFTFLAGS ?=
@@ -71,15 +77,21 @@ bench-mail-tools:
 	fi
 	@command -v cc >/dev/null 2>&1 || { echo "make bench-mail needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
 
-# Builds in release and installs the binary and the watcher's unit (ExecStart pointed at $(PREFIX)/bin).
-# Then: systemctl daemon-reload; systemctl enable --now "inbox-watch@$$(systemd-escape --path DIR).service"
+# Builds in release and installs the binary and the units (ExecStart pointed at $(PREFIX)/bin). Then, for a
+# container you own: systemctl --user daemon-reload; systemctl --user enable --now "inbox-watch@$$(systemd-escape
+# --path DIR).service" (README.md, "Running as a service").
 install: deps
 	$(SWIFT) build -c release $(INSTALL_SWIFTFLAGS)
 	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox" "$(DESTDIR)$(PREFIX)/bin/inbox"
-	install -d -m 0755 "$(DESTDIR)$(UNITDIR)"
-	sed 's|/usr/local/bin/inbox|$(PREFIX)/bin/inbox|g' systemd/inbox-watch@.service \
-		> "$(DESTDIR)$(UNITDIR)/inbox-watch@.service"
-	chmod 0644 "$(DESTDIR)$(UNITDIR)/inbox-watch@.service"
+	install -d -m 0755 "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(USERUNITDIR)"
+	for unit in $(SYSTEM_UNITS); do \
+		sed 's|/usr/local/bin/inbox|$(PREFIX)/bin/inbox|g' "systemd/$$unit" > "$(DESTDIR)$(UNITDIR)/$${unit##*/}" && \
+		chmod 0644 "$(DESTDIR)$(UNITDIR)/$${unit##*/}" || exit 1; \
+	done
+	for unit in $(USER_UNITS); do \
+		sed 's|/usr/local/bin/inbox|$(PREFIX)/bin/inbox|g' "systemd/$$unit" > "$(DESTDIR)$(USERUNITDIR)/$${unit##*/}" && \
+		chmod 0644 "$(DESTDIR)$(USERUNITDIR)/$${unit##*/}" || exit 1; \
+	done
 	bin="$$($(SWIFT) build -c release --show-bin-path)/inbox"; \
 	install -d -m 0755 "$(DESTDIR)$(PREFIX)/share/bash-completion/completions" \
 		"$(DESTDIR)$(PREFIX)/share/zsh/site-functions" "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d" \
@@ -90,6 +102,8 @@ install: deps
 	"$$bin" man > "$(DESTDIR)$(PREFIX)/share/man/man1/inbox.1"
 
 uninstall:
-	rm -f "$(DESTDIR)$(PREFIX)/bin/inbox" "$(DESTDIR)$(UNITDIR)/inbox-watch@.service" \
+	for unit in $(notdir $(SYSTEM_UNITS)); do rm -f "$(DESTDIR)$(UNITDIR)/$$unit"; done
+	for unit in $(notdir $(USER_UNITS)); do rm -f "$(DESTDIR)$(USERUNITDIR)/$$unit"; done
+	rm -f "$(DESTDIR)$(PREFIX)/bin/inbox" \
 		"$(DESTDIR)$(PREFIX)/share/bash-completion/completions/inbox" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_inbox" \
 		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/inbox.fish" "$(DESTDIR)$(PREFIX)/share/man/man1/inbox.1"
