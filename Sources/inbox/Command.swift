@@ -59,8 +59,14 @@ enum Output {
         if nulTerminated {
             write(STDOUT_FILENO, bytes + [0])
         } else {
-            write(STDOUT_FILENO, (Terminal.stdoutIsTerminal ? TerminalText.escaped(bytes) : bytes) + [0x0A])
+            line(names: bytes)
         }
+    }
+
+    /// A result line that holds names (`ls`, `clean`, `backup-plan`, `verify`): escaped by `TerminalText` when
+    /// stdout is a terminal, so one item stays one line there; exact bytes when it is not.
+    static func line(names bytes: [UInt8]) {
+        write(STDOUT_FILENO, (Terminal.stdoutIsTerminal ? TerminalText.escaped(bytes) : bytes) + [0x0A])
     }
 
     /// Whether nobody reads stdout any more (a pipe whose reader closed it): `log --follow` then stops without

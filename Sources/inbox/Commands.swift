@@ -112,8 +112,7 @@ struct ListCommand: Command {
             let size = String(item.size)
             let padded = String(repeating: " ", count: max(0, 10 - size.count)) + size
             let mark: [UInt8] = item.status.kind == .directory ? [0x2F] : []
-            let name = Terminal.stdoutIsTerminal ? TerminalText.escaped(item.name.bytes) : item.name.bytes
-            Output.line(bytes: Array("\(padded)  \(item.modified.rfc3339)  ".utf8) + name + mark)
+            Output.line(names: Array("\(padded)  \(item.modified.rfc3339)  ".utf8) + item.name.bytes + mark)
         }
     }
 }
