@@ -69,6 +69,25 @@ enum Output {
         write(STDOUT_FILENO, (Terminal.stdoutIsTerminal ? TerminalText.escaped(bytes) : bytes) + [0x0A])
     }
 
+    /// `bytes` as they are; false when they could not all be written (the reader of a pipe is gone: EPIPE).
+    static func bytes(_ bytes: [UInt8]) -> Bool {
+        let output = FileDescriptor(owning: STDOUT_FILENO)
+        let written = Result { () throws(Errno) in try output.writeAll(bytes) }
+        _ = output.release()
+        return (try? written.get()) != nil
+    }
+
+    /// Returns once nobody reads stdout any more (a pipe whose reader closed it, a terminal hung up, no stdout at
+    /// all); never for a file.
+    static func waitUntilReaderIsGone() {
+        var output = [pollfd(fd: STDOUT_FILENO, events: 0, revents: 0)]
+        while true {
+            output[0].revents = 0
+            guard (try? system_poll(&output, timeout: -1)) == 1 else { continue }
+            if output[0].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { return }
+        }
+    }
+
     /// Whether nobody reads stdout any more (a pipe whose reader closed it): `log --follow` then stops without
     /// waiting for a record to write.
     static var readerIsGone: Bool {
