@@ -3,7 +3,7 @@ SWIFT ?= swift
 # Warnings are errors here and in CI (not in Package.swift, which a versioned dependency may not carry unsafe flags in).
 STRICT = -Xswiftc -warnings-as-errors
 APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite
+	libytnef0-dev libpython3.11-testsuite zsh fish
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
 # make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the systemd unit into $(DESTDIR)$(UNITDIR),

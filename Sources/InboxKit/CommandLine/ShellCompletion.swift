@@ -92,7 +92,12 @@ public enum ShellCompletion {
                         ;;
                 esac
             }
-            _inbox "$@"
+            # Autoloaded from $fpath, the file is _inbox's body: complete. Sourced, register it.
+            if [[ "$funcstack[1]" == _inbox ]]; then
+                _inbox "$@"
+            else
+                compdef _inbox inbox
+            fi
 
             """
     }
