@@ -31,8 +31,10 @@ build: deps
 test: deps
 	$(SWIFT) test $(STRICT)
 
+# The demo prints how to run the binary again; the command itself is not echoed, nor show-bin-path's warnings.
 demo: build
-	$$($(SWIFT) build --show-bin-path)/inbox $(if $(DEMO_CONTAINER),--container $(DEMO_CONTAINER)) demo --samples SampleAttachments
+	@"$$($(SWIFT) build --show-bin-path 2>/dev/null)/inbox" $(if $(DEMO_CONTAINER),--container $(DEMO_CONTAINER)) \
+		demo --samples SampleAttachments
 
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift

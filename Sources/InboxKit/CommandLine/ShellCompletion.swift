@@ -129,7 +129,7 @@ public enum ShellCompletion {
     }
 
     /// Single-quoted for a shell.
-    static func quoted(_ text: String) -> String {
+    public static func quoted(_ text: String) -> String {
         "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
     }
 
