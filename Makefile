@@ -2,9 +2,10 @@
 SWIFT ?= swift
 # Warnings are errors here and in CI (not in Package.swift, which a versioned dependency may not carry unsafe flags in).
 STRICT = -Xswiftc -warnings-as-errors
-# systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed).
+# systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed); zsh, fish:
+# the completion tests load inbox's completions in them.
 APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite systemd
+	libytnef0-dev libpython3.11-testsuite systemd zsh fish
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
 # make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the system units into $(DESTDIR)$(UNITDIR), the
@@ -37,8 +38,10 @@ build: deps
 test: deps
 	$(SWIFT) test $(STRICT)
 
+# The demo prints how to run the binary again; the command itself is not echoed, nor show-bin-path's warnings.
 demo: build
-	$$($(SWIFT) build --show-bin-path)/inbox $(if $(DEMO_CONTAINER),--container $(DEMO_CONTAINER)) demo --samples SampleAttachments
+	@"$$($(SWIFT) build --show-bin-path 2>/dev/null)/inbox" $(if $(DEMO_CONTAINER),--container $(DEMO_CONTAINER)) \
+		demo --samples SampleAttachments
 
 lint:
 	$(SWIFT) format lint --strict --recursive Sources Tests Package.swift

@@ -28,7 +28,7 @@ struct Arguments {
                 onlyPositionals = true
                 continue
             }
-            let (key, inline) = Arguments.split(word)
+            let (key, inline) = Arguments.split(word, valued: spec.valued)
             if spec.flags.contains(key) {
                 guard inline == nil else { throw ContainerError(.usage, "'\(key)' takes no value") }
                 flags.insert(key)
@@ -59,12 +59,17 @@ struct Arguments {
         return ContainerError(.usage, "unknown option '\(option)'; did you mean '\(near)'?")
     }
 
-    /// `--key=value` as ("--key", value); `--key` as ("--key", nil).
-    private static func split(_ word: [UInt8]) -> (String, [UInt8]?) {
-        guard word.starts(with: [0x2D, 0x2D]), let equals = word.firstIndex(of: 0x3D) else {
-            return (String(decoding: word, as: UTF8.self), nil)
+    /// `--key=value` as ("--key", value); `-n5`, for a short option `-n` that takes a value, as ("-n", "5");
+    /// `--key` as ("--key", nil).
+    private static func split(_ word: [UInt8], valued: Set<String>) -> (String, [UInt8]?) {
+        if word.starts(with: [0x2D, 0x2D]), let equals = word.firstIndex(of: 0x3D) {
+            return (String(decoding: word[..<equals], as: UTF8.self), Array(word[(equals + 1)...]))
         }
-        return (String(decoding: word[..<equals], as: UTF8.self), Array(word[(equals + 1)...]))
+        let short = String(decoding: word.prefix(2), as: UTF8.self)
+        if word.count > 2, word[1] != 0x2D, valued.contains(short) {
+            return (short, Array(word[2...]))
+        }
+        return (String(decoding: word, as: UTF8.self), nil)
     }
 
     func string(_ key: String) -> String? {

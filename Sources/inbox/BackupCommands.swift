@@ -16,7 +16,7 @@ struct BackupPlanCommand: Command {
             Output.line(plan.json)
             return
         }
-        for entry in plan.entries { Output.line(bytes: entry.line) }
+        for entry in plan.entries { Output.line(names: entry.line) }
     }
 }
 

@@ -21,7 +21,9 @@ struct VerifyCommand: Command {
             let count = report.resources == 1 ? "1 resource" : "\(report.resources) resources"
             Output.line("verify: the seal of \(bundle.name) holds (\(count))")
         case .broken:
-            for problem in report.problems { Output.line(problem.description) }
+            for problem in report.problems {
+                Output.line(names: Array("\(problem.kind.rawValue): \(problem.path)".utf8))
+            }
             let count = report.problems.count == 1 ? "1 problem" : "\(report.problems.count) problems"
             throw ContainerError(
                 .badData,

@@ -42,7 +42,7 @@ struct CleanCommand: Command {
                 if json != nil {
                     json?.print(outcome.json)
                 } else {
-                    Output.line(bytes: outcome.line)
+                    Output.line(names: outcome.line)
                 }
                 switch outcome.result {
                 case .failed(let error):

@@ -59,7 +59,32 @@ enum Output {
         if nulTerminated {
             write(STDOUT_FILENO, bytes + [0])
         } else {
-            write(STDOUT_FILENO, (Terminal.stdoutIsTerminal ? TerminalText.escaped(bytes) : bytes) + [0x0A])
+            line(names: bytes)
+        }
+    }
+
+    /// A result line that holds names (`ls`, `clean`, `backup-plan`, `verify`): escaped by `TerminalText` when
+    /// stdout is a terminal, so one item stays one line there; exact bytes when it is not.
+    static func line(names bytes: [UInt8]) {
+        write(STDOUT_FILENO, (Terminal.stdoutIsTerminal ? TerminalText.escaped(bytes) : bytes) + [0x0A])
+    }
+
+    /// `bytes` as they are; false when they could not all be written (the reader of a pipe is gone: EPIPE).
+    static func bytes(_ bytes: [UInt8]) -> Bool {
+        let output = FileDescriptor(owning: STDOUT_FILENO)
+        let written = Result { () throws(Errno) in try output.writeAll(bytes) }
+        _ = output.release()
+        return (try? written.get()) != nil
+    }
+
+    /// Returns once nobody reads stdout any more (a pipe whose reader closed it, a terminal hung up, no stdout at
+    /// all); never for a file.
+    static func waitUntilReaderIsGone() {
+        var output = [pollfd(fd: STDOUT_FILENO, events: 0, revents: 0)]
+        while true {
+            output[0].revents = 0
+            guard (try? system_poll(&output, timeout: -1)) == 1 else { continue }
+            if output[0].revents & Int16(POLLERR | POLLHUP | POLLNVAL) != 0 { return }
         }
     }
 

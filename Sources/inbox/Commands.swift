@@ -112,8 +112,7 @@ struct ListCommand: Command {
             let size = String(item.size)
             let padded = String(repeating: " ", count: max(0, 10 - size.count)) + size
             let mark: [UInt8] = item.status.kind == .directory ? [0x2F] : []
-            let name = Terminal.stdoutIsTerminal ? TerminalText.escaped(item.name.bytes) : item.name.bytes
-            Output.line(bytes: Array("\(padded)  \(item.modified.rfc3339)  ".utf8) + name + mark)
+            Output.line(names: Array("\(padded)  \(item.modified.rfc3339)  ".utf8) + item.name.bytes + mark)
         }
     }
 }
@@ -154,7 +153,9 @@ struct DemoCommand: Command {
 struct WatchCommand: Command {
     static let name = "watch"
     static let abstract = "Watch the Inbox: seal, log and hand over each arrival (one watcher per container)."
-    static let usage = "watch [--on-arrival keep|move] [--exec CMD] [--hook-timeout SECONDS] [--jobs N] [--once]"
+    static let usage =
+        "watch [--on-arrival keep|move] [--exec CMD] [--hook-timeout SECONDS] [--jobs N] [--once]"
+        + " [--verbose|--format FMT] [-0]"
     static let options = [
         ("--on-arrival keep|move", "keep arrivals in the Inbox (default) or move each into Documents"),
         (
@@ -164,8 +165,17 @@ struct WatchCommand: Command {
         ("--hook-timeout SECONDS", "kill CMD after this long (default 60)"),
         ("--jobs N", "run at most N commands at once (default 2)"),
         ("--once", "handle what is in the Inbox, then exit"),
+        (
+            "--verbose",
+            "print a line when each arrival arrives and one when its disposition is applied, as --format '\(WatchFormat.verbose)'; ends when the reader of stdout is gone"
+        ),
+        ("--format FMT", "print those lines in FMT, its directives below"),
+        ("-0", "end each line with a NUL instead of a newline, names never escaped (implies --verbose)"),
+        ("FMT", WatchFormat.directives.map { "\($0.0) \($0.1)" }.joined(separator: "; ")),
     ]
-    static let spec = Arguments.Spec(flags: ["--once"], valued: ["--on-arrival", "--exec", "--hook-timeout", "--jobs"])
+    static let spec = Arguments.Spec(
+        flags: ["--once", "--verbose", "-0"],
+        valued: ["--on-arrival", "--exec", "--hook-timeout", "--jobs", "--format"])
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         var options = WatchOptions()
@@ -183,9 +193,39 @@ struct WatchCommand: Command {
         }
         options.once = arguments.flags.contains("--once")
         options.report = { Output.problem($0) }
+        let lines = try lineFormat(arguments)
+        if let lines {
+            // A reader that leaves ends the watcher after the batch in hand (status 0), not SIGPIPE mid-batch.
+            signal(SIGPIPE, SIG_IGN)
+            let nulTerminated = arguments.flags.contains("-0")
+            let escaped = !nulTerminated && Terminal.stdoutIsTerminal
+            options.onSettled = { arrivals in
+                Output.bytes(
+                    lines.lines(arrivals, time: .now(), escaped: escaped, terminator: nulTerminated ? 0 : 0x0A))
+            }
+        }
         let watcher = Watcher(inbox: try Inbox(containerPath: containerPath), options: options)
+        if lines != nil {
+            // While nothing arrives, no write would find the reader gone.
+            Thread.detachNewThread {
+                Output.waitUntilReaderIsGone()
+                watcher.stop()
+            }
+        }
         try watcher.stopOnTerminationSignals()
         try watcher.run()
+    }
+
+    /// The format of the lines asked for by `--format`, `--verbose` or `-0`; nil when none is.
+    private static func lineFormat(_ arguments: Arguments) throws(ContainerError) -> WatchFormat? {
+        if let format = arguments.values["--format"] {
+            guard !arguments.flags.contains("--verbose") else {
+                throw ContainerError(.usage, "'--verbose' and '--format' are two formats: choose one")
+            }
+            return try WatchFormat(format)
+        }
+        guard arguments.flags.contains("--verbose") || arguments.flags.contains("-0") else { return nil }
+        return try WatchFormat(Array(WatchFormat.verbose.utf8))
     }
 }
 

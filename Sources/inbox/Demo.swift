@@ -22,8 +22,6 @@ enum Demo {
         let container = try Container.create(at: containerPath, appName: "Demo")
         let inbox = try Inbox(container: container)
         say("A fresh container: \(container.root)")
-        say("The watcher moves each arrival into Documents; every event is shown as it is logged:")
-        let live = LiveLog(log: inbox.log, say: say)
         var options = WatchOptions()
         options.onArrival = .move
         let watcher = Watcher(inbox: inbox, options: options, handler: MoveEverything())
@@ -33,49 +31,79 @@ enum Demo {
             do throws(ContainerError) { try watcher.run() } catch { failure.withLock { $0 = error } }
             finished.signal()
         }
+        var shown = DemoLog(log: inbox.log, width: files.map(\.relative.count).max() ?? 0, say: say)
         do {
-            try wait(for: .watchStarted, count: 1, in: inbox.log) { failure.withLock { $0 } }
-            for (file, _) in files {
-                _ = try inbox.deliver(contentsOf: file)
+            // The start first, whole: the start-up scan and one-time setup run side by side.
+            try wait(for: [.watchStarted, .rescan, .setup], count: 1, in: inbox.log) { failure.withLock { $0 } }
+            try shown.printStart()
+            say(
+                "Its handler moves each arrival into Documents. Each sample, delivered one at a time, and its log records:"
+            )
+            var moves = 0
+            for (file, relative) in files {
+                let delivered = try inbox.deliver(contentsOf: file)
+                moves += 1
+                try wait(for: [.moved], count: moves, in: inbox.log) { failure.withLock { $0 } }
+                try shown.printStep(labels: [delivered.lastPathComponent: relative])
             }
             // Mail, too: each message's attachments delivered once, a forwarded message walked into.
             let importer = try MailImporter(inbox: inbox)
-            var attachments = 0
             for message in mailFiles(under: samples) {
-                try importer.importSource(message.path) { attachments += $0.attachments.count }
+                var labels: [String: String] = [:]
+                try importer.importSource(message.path) { result in
+                    for attachment in result.attachments {
+                        labels[attachment.item.name.string] = "  " + attachment.item.name.string
+                    }
+                }
+                moves += labels.count
+                try wait(for: [.moved], count: moves, in: inbox.log) { failure.withLock { $0 } }
+                try shown.printStep(labels: labels, message: "mail/" + message.lastPathComponent)
             }
-            try wait(for: .moved, count: files.count + attachments, in: inbox.log) { failure.withLock { $0 } }
         } catch {
             failure.withLock { $0 = $0 ?? error }
         }
         watcher.stop()
         finished.wait()
-        live.stop()
         if let error = failure.withLock({ $0 }) { throw error }
-        say("")
+        try shown.printStop()
         for place in [Place.inbox, .documents] {
-            say("\(place.relativePath(appName: container.appName)):")
-            for item in try container.list(place) {
+            let items = try container.list(place)
+            let count = items.count == 1 ? "1 item" : "\(items.count) items"
+            let heading = place.relativePath(appName: container.appName)
+            say(
+                items.isEmpty
+                    ? "\(heading) now holds nothing: every arrival was moved." : "\(heading) now holds \(count):")
+            for item in items {
                 let size = String(item.size)
                 let padded = String(repeating: " ", count: max(0, 8 - size.count)) + size
                 say("  \(padded)  \(item.modified.rfc3339)  \(item.name)")
             }
-            say("")
         }
-        say("Read the log again with: inbox --container '\(container.root)' log")
+        say("Read the whole log with: \(invocation) --container \(ShellCompletion.quoted(container.root)) log")
     }
 
-    /// Waits until the log holds `count` records of `kind`, or fails after a minute or when the watcher failed.
+    /// How to run this binary again as the user ran it: `inbox` when found on the PATH, else its real path.
+    private static var invocation: String {
+        let first = CommandLine.arguments.first ?? "inbox"
+        guard first.contains("/") else { return first }
+        let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? first
+        return ShellCompletion.quoted(real)
+    }
+
+    /// Waits until the log holds `count` records of each of `kinds`, or fails after a minute or when the watcher
+    /// failed.
     private static func wait(
-        for kind: EventKind, count: Int, in log: EventLog, failure: () -> ContainerError?
+        for kinds: [EventKind], count: Int, in log: EventLog, failure: () -> ContainerError?
     ) throws(ContainerError) {
         let deadline = ContinuousClock.now + .seconds(60)
-        while try log.records(kinds: [kind.rawValue]).count < count {
-            if let error = failure() { throw error }
-            guard ContinuousClock.now < deadline else {
-                throw ContainerError(.failure, "the demo waited a minute for \(count) '\(kind.rawValue)' records")
+        for kind in kinds {
+            while try log.records(kinds: [kind.rawValue]).count < count {
+                if let error = failure() { throw error }
+                guard ContinuousClock.now < deadline else {
+                    throw ContainerError(.failure, "the demo waited a minute for \(count) '\(kind.rawValue)' records")
+                }
+                usleep(20_000)
             }
-            usleep(20_000)
         }
     }
 
@@ -123,38 +151,73 @@ struct MoveEverything: ArrivalHandler {
     func handle(_ arrival: Arrival) -> Disposition { .move }
 }
 
-/// Prints each record of the log as it is appended, on a thread of its own, until stopped.
-final class LiveLog: Sendable {
-    private let stopping = Mutex(false)
-    private let done = DispatchSemaphore(value: 0)
+/// Tells what the log recorded after each step of the demo, a line a file: the kinds of its records in order, each
+/// file's together even when the watcher took two in one batch, so the demo reads the same every time.
+struct DemoLog {
+    let log: EventLog
+    /// The width of the first column, the samples' names.
+    let width: Int
+    let say: @Sendable (String) -> Void
+    /// The last record told.
+    private var cursor: UInt64 = 0
 
-    init(log: EventLog, say: @escaping @Sendable (String) -> Void) {
-        Thread.detachNewThread { [self] in
-            try? log.follow(shouldStop: { self.stopping.withLock { $0 } }) { record in
-                say("  " + LiveLog.line(record))
-                return true
+    init(log: EventLog, width: Int, say: @escaping @Sendable (String) -> Void) {
+        self.log = log
+        self.width = width
+        self.say = say
+    }
+
+    /// `watch-started`, `rescan` and `setup`, whichever of the last two came first.
+    mutating func printStart() throws(ContainerError) {
+        let records = try log.records(since: cursor)
+        cursor = records.last?.seq ?? cursor
+        let found = records.first { $0.event == EventKind.rescan.rawValue }?.fields["found"] ?? "?"
+        say(
+            "The watcher started (watch-started), found \(found) items in the Inbox (rescan), ran one-time setup (setup)."
+        )
+    }
+
+    /// `watch-stopped`.
+    mutating func printStop() throws(ContainerError) {
+        let records = try log.records(since: cursor)
+        cursor = records.last?.seq ?? cursor
+        say("The watcher stopped (\(records.map(\.event).joined(separator: ", "))).")
+    }
+
+    /// A line for each Inbox item the records since the last step name, in the order of its first record, and
+    /// first the message they came in, if any. `labels` names the sample each delivered name came from.
+    mutating func printStep(labels: [String: String], message: String? = nil) throws(ContainerError) {
+        let records = try log.records(since: cursor)
+        cursor = records.last?.seq ?? cursor
+        var order: [String] = []
+        var items: [String: [EventRecord]] = [:]
+        for record in records {
+            guard let path = record.fields["path"] ?? record.fields["from"] else {
+                let detail = DemoLog.fragment(record)
+                say("  " + (message ?? "").padding(toLength: width, withPad: " ", startingAt: 0) + "  " + detail)
+                continue
             }
-            self.done.signal()
+            if items[path] == nil { order.append(path) }
+            items[path, default: []].append(record)
+        }
+        for path in order {
+            let name = String(path.split(separator: "/").last ?? "")
+            let label = (labels[name] ?? name).padding(toLength: width, withPad: " ", startingAt: 0)
+            say("  " + label + "  " + (items[path] ?? []).map(DemoLog.fragment).joined(separator: ", "))
         }
     }
 
-    /// Stops following once what is already logged has been printed.
-    func stop() {
-        let first = stopping.withLock { stopping -> Bool in
-            defer { stopping = true }
-            return !stopping
+    /// One record, briefly: `arrived (pdf, 1174 bytes)`, `moved to Documents/page.pdf`.
+    static func fragment(_ record: EventRecord) -> String {
+        let fields = record.fields
+        switch record.event {
+        case EventKind.arrived.rawValue: return "arrived (\(fields["type"] ?? "?"), \(fields["size"] ?? "?") bytes)"
+        case EventKind.handled.rawValue: return "handled: \(fields["disposition"] ?? "?")"
+        case EventKind.moved.rawValue: return "moved to " + (fields["to"] ?? "?")
+        case EventKind.imported.rawValue:
+            return "imported: \(fields["attachments"] ?? "?") attachments, each delivered once"
+        case EventKind.error.rawValue: return "error: " + (fields["message"] ?? "?")
+        default: return record.event + (fields["reason"].map { " (\($0))" } ?? "")
         }
-        if first { done.wait() }
-    }
-
-    /// `12 moved      Documents/Inbox/a.pdf -> Documents/a.pdf`
-    static func line(_ record: EventRecord) -> String {
-        let event = record.event.padding(toLength: 13, withPad: " ", startingAt: 0)
-        var detail = record.fields["path"] ?? record.fields["from"] ?? ""
-        if let to = record.fields["to"] { detail += " -> " + to }
-        if let type = record.fields["type"] { detail += "  (\(type), \(record.fields["size"] ?? "?") bytes)" }
-        if let reason = record.fields["reason"] { detail += "  [\(reason)]" }
-        if let disposition = record.fields["disposition"] { detail += "  -> \(disposition)" }
-        return "\(record.seq) ".padding(toLength: 5, withPad: " ", startingAt: 0) + event + detail
     }
 }

@@ -254,4 +254,50 @@ import Testing
         let again = try InboxProcess.run("--container", container, "demo", "--samples", samples)
         #expect(again.status == 73, "the demo wants a fresh folder")
     }
+
+    /// What a newcomer reads: the same lines in the same order every time, a line a sample with its `delivered`,
+    /// `arrived`, `handled` and `moved` in that order, no blank or repeated line, and a last hint that runs as
+    /// printed.
+    @Test func theDemoReadsTheSameEveryTimeAndItsHintWorks() throws {
+        let folder = try TemporaryFolder()
+        let samples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("SampleAttachments").path
+        var outputs: [[String]] = []
+        for run in 0..<2 {
+            let container = folder.path + "/demo\(run)"
+            let result = try InboxProcess.run("--container", container, "demo", "--samples", samples)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdoutText.hasSuffix("\n"))
+            let lines = result.stdoutText.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+                .map(String.init)
+            #expect(!lines.contains { $0.trimmingCharacters(in: .whitespaces).isEmpty }, "no blank line")
+            #expect(Set(lines).count == lines.count, "no line twice")
+            // A line a sample: its records in the log's order, `delivered` first.
+            let told = lines.filter { $0.contains(" delivered, ") }
+            #expect(told.count == 17, "\(lines)")
+            for line in told {
+                let story = #/^  .+?  +delivered, arrived \([a-z]+, \d+ bytes\), handled: move, moved to Documents/.+$/#
+                #expect(line.wholeMatch(of: story) != nil, "\(line)")
+            }
+            // The hint, run as printed by a shell.
+            let hint = try #require(lines.last)
+            #expect(hint.hasPrefix("Read the whole log with: '/"), "the binary's real path: \(hint)")
+            let shell = Process()
+            shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+            shell.arguments = ["-c", String(hint.dropFirst("Read the whole log with: ".count))]
+            let output = Pipe()
+            shell.standardOutput = output
+            try shell.run()
+            let logged = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            shell.waitUntilExit()
+            #expect(shell.terminationStatus == 0)
+            #expect(logged.contains("watch-stopped"), "\(logged)")
+            outputs.append(
+                lines.map {
+                    $0.replacingOccurrences(of: container, with: "CONTAINER")
+                        .replacing(#/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z/#, with: "TIME")
+                })
+        }
+        #expect(outputs[0] == outputs[1], "the same lines in the same order")
+    }
 }

@@ -41,6 +41,21 @@ import Testing
         #expect(bad.status == 64)
     }
 
+    @Test func aShortOptionTakesItsValueAttached() throws {
+        let folder = try TemporaryFolder()
+        let container = try loggedContainer(folder)
+        #expect(try seqs(container, "-n2") == [4, 5])
+        #expect(try seqs(container, "-n0") == [])
+        #expect(try seqs(container, "--until", "4", "-n1") == [4])
+        let bad = try InboxProcess.run("--container", container, "log", "-nmany")
+        #expect(bad.status == 64)
+        #expect(bad.stderr.hasPrefix("inbox: '-n' needs a whole number, not 'many'"), "\(bad.stderr)")
+        // A flag takes nothing attached: `-0x` is not `-0` with a value.
+        let flag = try InboxProcess.run("--container", container, "deliver", "-0x", "/nonexistent")
+        #expect(flag.status == 64)
+        #expect(flag.stderr.hasPrefix("inbox: unknown option '-0x'"), "\(flag.stderr)")
+    }
+
     @Test func followWithLastPrintsTheLastNThenNewRecords() throws {
         let folder = try TemporaryFolder()
         let container = try loggedContainer(folder)

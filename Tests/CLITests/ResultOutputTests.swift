@@ -144,4 +144,45 @@ import Testing
         #expect(moved.status == 0, "\(moved.stderr)")
         #expect(moved.stdoutText == container + "/Documents/" + shown + "\r\n")
     }
+
+    @Test func cleanBackupPlanAndVerifyEscapeNamesOnATerminalOneLineAnItem() throws {
+        let folder = try TemporaryFolder()
+        let name = "red\u{1B}[31m\nback\\slash\u{9B}.txt"
+        let shown = #"red\x1b[31m\nback\\slash\xc2\x9b.txt"#
+        try folder.file("Source.app/Info.plist", "<plist>info</plist>\n")
+        let resource = try folder.file("Source.app/Resources/" + name, "sealed")
+        let container = folder.path + "/c"
+        let made = try InboxProcess.run(
+            ["--container", container, "init", "--bundle", folder.path + "/Source.app"].map { Array($0.utf8) })
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(FileManager.default.fileExists(atPath: resource))
+
+        // backup-plan: one line an entry, the hostile one escaped.
+        try Data("doc".utf8).write(to: URL(fileURLWithPath: container + "/Documents/" + name))
+        let plan = try run(container, ["backup-plan"], terminalColumns: 80)
+        #expect(plan.status == 0, "\(plan.stderr)")
+        #expect(!plan.stdout.contains(0x1B))
+        let planLines = plan.stdoutText.components(separatedBy: "\r\n").filter { !$0.isEmpty }
+        #expect(planLines.contains("+ Documents/" + shown + "  (Documents: backed up)"), "\(planLines)")
+        let piped = try run(container, ["backup-plan"])
+        #expect(piped.stdoutText.contains("+ Documents/" + name + "  ("), "exact in a pipe")
+
+        // clean: tmp goes whole when no watcher runs.
+        try Data("tmp".utf8).write(to: URL(fileURLWithPath: container + "/tmp/" + name))
+        let clean = try run(container, ["clean", "--dry-run"], terminalColumns: 80)
+        #expect(clean.status == 0, "\(clean.stderr)")
+        #expect(!clean.stdout.contains(0x1B))
+        #expect(
+            clean.stdoutText.components(separatedBy: "\r\n").filter { !$0.isEmpty } == [
+                "         3  \(container)/tmp/\(shown)  (tmp: app not running)"
+            ])
+
+        // verify: the changed resource on one line, escaped.
+        let sealed = container + "/App.app/Resources/" + name
+        #expect(chmod(sealed, 0o644) == 0)
+        try Data("changed".utf8).write(to: URL(fileURLWithPath: sealed))
+        let verify = try run(container, ["verify"], terminalColumns: 80)
+        #expect(verify.status == 65, "\(verify.stderr)")
+        #expect(verify.stdoutText == "modified: Resources/" + shown + "\r\n")
+    }
 }

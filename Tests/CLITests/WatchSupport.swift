@@ -45,12 +45,17 @@ final class RunningWatcher {
     let child: InboxProcess.Child
     let container: String
 
-    /// Starts `inbox watch ARGS…` and waits until its `watch-started` record is logged.
-    init(_ container: String, _ arguments: [String] = [], environment: [String: String] = [:]) throws {
+    /// Starts `inbox watch ARGS…` and waits until its `watch-started` record is logged; with `terminalColumns`,
+    /// its stdout is a pseudo-terminal (see `InboxProcess.start`).
+    init(
+        _ container: String, _ arguments: [String] = [], environment: [String: String] = [:],
+        terminalColumns: UInt16? = nil
+    ) throws {
         self.container = container
         let before = logRecords(container, event: "watch-started").count
         child = try InboxProcess.start(
-            (["--container", container, "watch"] + arguments).map { Array($0.utf8) }, environment: environment)
+            (["--container", container, "watch"] + arguments).map { Array($0.utf8) }, environment: environment,
+            terminalColumns: terminalColumns)
         let started = waitUntil(timeout: 30) { logRecords(container, event: "watch-started").count > before }
         #expect(started, "the watcher logged watch-started")
     }

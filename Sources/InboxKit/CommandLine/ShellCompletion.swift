@@ -92,7 +92,12 @@ public enum ShellCompletion {
                         ;;
                 esac
             }
-            _inbox "$@"
+            # Autoloaded from $fpath, the file is _inbox's body: complete. Sourced, register it.
+            if [[ "$funcstack[1]" == _inbox ]]; then
+                _inbox "$@"
+            else
+                compdef _inbox inbox
+            fi
 
             """
     }
@@ -124,7 +129,7 @@ public enum ShellCompletion {
     }
 
     /// Single-quoted for a shell.
-    static func quoted(_ text: String) -> String {
+    public static func quoted(_ text: String) -> String {
         "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
     }
 

@@ -26,17 +26,20 @@ extension ArrivalPipeline {
 
     /// What applying a disposition did.
     enum Applied {
-        /// It stays: kept, gone already, replaced by another file (which then arrives itself), or failed (then
-        /// scheduled again).
+        /// Nothing was done: kept, gone already, or replaced by another file (which then arrives itself).
         case stayed
+        /// The move or deletion failed: the item stays in the Inbox, and it is scheduled again.
+        case failed
         /// Moved into Documents under this name.
         case moved(FileName)
         case deleted
 
         /// Whether the item left the Inbox.
         var left: Bool {
-            if case .stayed = self { return false }
-            return true
+            switch self {
+            case .stayed, .failed: false
+            case .moved, .deleted: true
+            }
         }
     }
 
@@ -79,7 +82,7 @@ extension ArrivalPipeline {
             let during = decided.disposition == .move ? "move" : "delete"
             fail(during: during, decided.name, error, folder: loggedInbox, to: &records)
             failed.schedule(decided.name, decided.pending)
-            return .stayed
+            return .failed
         }
     }
 

@@ -23,6 +23,10 @@ public struct WatchOptions: Sendable {
     public var maxBatch = 256
     /// Where the watcher says what it is doing (start, stop, overflows, rescans, errors), a line at a time.
     public var report: (@Sendable (String) -> Void)?
+    /// Called on the watcher's thread with each batch's arrivals once what was done with them is durable, before
+    /// the `arrivals` stream gets them. The watcher waits for it, so none is skipped however slow it is (the stream
+    /// keeps only the newest). Returning false stops the watcher as `stop()` does: after this batch.
+    public var onSettled: (@Sendable ([Arrival]) -> Bool)?
 
     public init() {}
 }
@@ -41,14 +45,14 @@ public struct Arrival: Sendable {
     /// the watcher's hot path builds no URL.
     public var url: URL? {
         switch outcome {
-        case .stayed: item.url
+        case .stayed, .failed: item.url
         case .moved(let name): item.inbox.container.url(.documents).appendingPathComponent(name.string)
         case .deleted: nil
         }
     }
 
     /// What applying the disposition did; `.stayed` until then.
-    private var outcome = ArrivalPipeline.Applied.stayed
+    private(set) var outcome = ArrivalPipeline.Applied.stayed
 
     init(item: InboxItem, sha256: String, type: String) {
         self.item = item
@@ -199,7 +203,9 @@ public final class Watcher: Sendable {
                 report("inotify queue overflowed; rescanning the Inbox")
             }
             let handle = { (names: [FileName]) throws(ContainerError) in
-                for arrival in try pipeline.process(names) { self.continuation.yield(arrival) }
+                let arrivals = try pipeline.process(names)
+                if !arrivals.isEmpty, let onSettled = self.options.onSettled, !onSettled(arrivals) { self.stop() }
+                for arrival in arrivals { self.continuation.yield(arrival) }
             }
             var start = 0
             while start < batch.names.count && !queue.isStopped {
