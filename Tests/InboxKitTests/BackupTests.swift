@@ -314,6 +314,47 @@ import Testing
         #expect(try !target.isExcludedFromBackup(at: [try name("Documents")]))
     }
 
+    @Test func theImportIndexIsArchivedAsOneSnapshotWithoutItsWAL() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        // Ten messages recorded, all still in the WAL: the index file itself holds none of them yet.
+        let index = try ImportIndex(container: scratch.container)
+        let keys = (0..<10).map { Array(repeating: UInt8($0), count: 32) }
+        try index.settle(
+            keys.map { ImportIndex.Settlement(key: $0, complete: true, count: 0, messageID: nil) })
+        let wal = ImportIndex.path(scratch.container) + "-wal"
+        #expect(try status(wal).size > 0)
+
+        // The index stays open meanwhile, as an import's would: its WAL is not checkpointed away.
+        let summary = try withExtendedLifetime(index) {
+            try BackupArchive(path: scratch.outside("backup.tar")).write(from: scratch.container)
+        }
+
+        let (code, listing, _) = try tar(["-tf", summary.path])
+        #expect(code == 0)
+        let listed = listing.split(separator: "\n").map(String.init)
+        #expect(listed.contains(ImportIndex.relativePath))
+        #expect(!listed.contains { $0.hasPrefix(ImportIndex.relativePath + "-") }, "no WAL, no shared memory")
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: scratch.outside("")).filter { $0.hasPrefix(".") }
+                .isEmpty, "no snapshot left beside the archive")
+        // GNU tar takes the index out; SQLite (through Python) finds it whole, with every message.
+        let extracted = scratch.outside("extracted")
+        try FileManager.default.createDirectory(atPath: extracted, withIntermediateDirectories: true)
+        #expect(try tar(["-xf", summary.path, "-C", extracted, ImportIndex.relativePath]).0 == 0)
+        let (pythonCode, answer, errors) = try runProgram(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
+                    + "print(c.execute('PRAGMA integrity_check').fetchone()[0], "
+                    + "c.execute('SELECT count(*) FROM messages WHERE complete=1').fetchone()[0])",
+                extracted + "/" + ImportIndex.relativePath,
+            ])
+        #expect(pythonCode == 0, "\(errors)")
+        #expect(answer == "ok 10\n")
+    }
+
     @Test func aFileWithTwoNamesIsArchivedOnceAndRestoredWithBoth() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

@@ -49,6 +49,10 @@ public struct BackupArchive: Sendable {
         var finished = false
         defer { if !finished { try? system_unlinkat(folderFD, temporary) } }
 
+        // The import index as one consistent snapshot: its files copied while an import commits could be torn.
+        let index = try ImportIndex.snapshot(
+            of: container, in: folderPath,
+            as: FileName(".inbox-backup-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).partial") ?? temporary)
         let writer = try ArchiveWriter(fd: file.rawValue, shown: shown)
         var counts = (files: 0, folders: 0, links: 0, bytes: Int64(0))
         var written: Set<[UInt8]> = []
@@ -68,7 +72,13 @@ public struct BackupArchive: Sendable {
                 try writer.header(entry.path, type: S_IFLNK, entry.status, entry.owner, link: entry.linkTarget)
                 counts.links += 1
             case .regular:
-                if let size = try writer.file(entry, in: parent, entryName, container: container) {
+                let size =
+                    if let index, BackupRules.isImportIndex(entry.path) {
+                        try writer.file(entry, from: index.rawValue, shown: ImportIndex.path(container))
+                    } else {
+                        try writer.file(entry, in: parent, entryName, container: container)
+                    }
+                if let size {
                     counts.files += 1
                     counts.bytes += size
                 }
@@ -240,9 +250,15 @@ final class ArchiveWriter {
     {
         let shownFile = container.root + "/" + String(decoding: entry.path, as: UTF8.self)
         guard let source = try openRegular(in: folder, name, shownFile) else { return nil }
+        return try file(entry, from: source.rawValue, shown: shownFile)
+    }
+
+    /// Archives the regular file open at `source` as `entry`, from its start, up to the size it has now; returns
+    /// that size (0 for a hard link to a file archived before), or nil when it is not a regular file.
+    func file(_ entry: BackupPlan.Entry, from source: CInt, shown shownFile: String) throws(ContainerError) -> Int64? {
         let status: FileStatus
         do {
-            status = try source.fileStatus()
+            status = FileStatus(try system_statx(source, ""))
         } catch {
             throw error.failure("read", shownFile)
         }
@@ -262,9 +278,11 @@ final class ArchiveWriter {
             do {
                 count = try buffer.withUnsafeMutableBytes { raw in
                     Result(catching: { () throws(Errno) in
-                        try source.read(
-                            into: UnsafeMutableRawBufferPointer(rebasing: raw[..<Int(min(remaining, Int64(raw.count)))])
-                        )
+                        try system_pread(
+                            source,
+                            into: UnsafeMutableRawBufferPointer(
+                                rebasing: raw[..<Int(min(remaining, Int64(raw.count)))]),
+                            at: status.size - remaining)
                     })
                 }.get()
             } catch {

@@ -6,13 +6,19 @@ enum BackupRules {
     /// Files in the state folder that inbox re-creates or that mean nothing in another container: the locks
     /// of the log, the watcher, setup, cleanup, bundle install and import, the arrival checkpoint
     /// (`ArrivalPipeline+Recovery`), a cleanup intent (`CleanupJournal`: it names files by inode), with their
-    /// temporaries, and the import index's shared-memory file (its WAL is kept: it holds committed imports).
+    /// temporaries, and the import index's WAL and shared-memory files (the index is archived as one snapshot
+    /// that holds every committed import).
     static let recreatedStateFiles: Set<[UInt8]> = Set(
         [
             "events.lock", "watch.lock", "setup.lock", "cleanup.lock", "bundle.lock", "arrived.checkpoint",
             ".arrived.checkpoint.tmp",
-            "cleanup.intent", ".cleanup.intent.tmp", "import.lock", "import.sqlite-shm",
+            "cleanup.intent", ".cleanup.intent.tmp", "import.lock", "import.sqlite-wal", "import.sqlite-shm",
         ].map { Array($0.utf8) })
+    /// Whether `path` (relative to the container) is the import index, which a backup archives from a snapshot.
+    static func isImportIndex(_ path: [UInt8]) -> Bool {
+        path == Array(ImportIndex.relativePath.utf8)
+    }
+
     /// The move journal's folder (`MoveJournal`), re-created when empty.
     static let journalFolder = Array("journal".utf8)
 

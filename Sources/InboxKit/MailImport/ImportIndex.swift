@@ -15,7 +15,32 @@ final class ImportIndex {
 
     private let database: SQLiteDatabase
 
-    static func path(_ container: Container) -> String { container.stateDirectory + "/import.sqlite" }
+    /// Where the index lies in a container.
+    static let relativePath = Container.stateRelativePath + "/import.sqlite"
+
+    static func path(_ container: Container) -> String { container.root + "/" + relativePath }
+
+    /// A consistent copy of the container's index, as of one committed state (`VACUUM INTO`), made in `folder`
+    /// under the hidden name `name`, opened and unlinked at once; nil when the container has no index. A copy a
+    /// crash leaves there is the caller's to sweep.
+    static func snapshot(of container: Container, in folder: String, as name: FileName) throws(ContainerError)
+        -> SharedDescriptor?
+    {
+        let source = path(container)
+        let target = folder + "/" + name.string
+        do {
+            guard try fileStatusIfPresent(in: currentDirectory, source) != nil else { return nil }
+        } catch {
+            throw error.failure("read", source)
+        }
+        try ImportIndex(path: source).database.query("VACUUM INTO ?", [.text(target)])
+        defer { _ = try? system_unlinkat(currentDirectory, target) }
+        do {
+            return SharedDescriptor(try FileDescriptor(target, [.readOnly, .noFollow]))
+        } catch {
+            throw error.failure("read", target)
+        }
+    }
 
     convenience init(container: Container) throws(ContainerError) {
         try self.init(path: Self.path(container))
