@@ -30,7 +30,9 @@ import Testing
         // A scan that finds nothing checks nothing: there are hundreds.
         #expect(found > 400, "only \(found) public declarations found in \(sources.path)")
         for line in undocumented { print(line) }
-        #expect(undocumented.isEmpty, "\(undocumented.count) of \(found) public declarations have no doc comment")
+        if !undocumented.isEmpty {
+            Issue.record("\(undocumented.count) of \(found) public declarations have no doc comment (listed above)")
+        }
     }
 
     /// The scan on a sample: it finds what it should, and only that.
@@ -177,7 +179,8 @@ enum DocCommentScan {
                     let typeIsPublic = isPublic || (parsed.keyword == "extension" && enclosing == nil)
                     let membersPublic =
                         typeIsPublic
-                        && (parsed.keyword == "protocol" || (parsed.keyword == "extension" && parsed.access == "public"))
+                        && (parsed.keyword == "protocol"
+                            || (parsed.keyword == "extension" && parsed.access == "public"))
                     pending = .type(keyword: parsed.keyword, isPublic: typeIsPublic, membersPublic: membersPublic)
                 }
             }
@@ -234,8 +237,9 @@ enum DocCommentScan {
                     skipSpaces()
                     let next = word()
                     position = saved
-                    guard accessModifiers.contains(next) || otherModifiers.contains(next)
-                        || declarationKeywords.contains(next)
+                    guard
+                        accessModifiers.contains(next) || otherModifiers.contains(next)
+                            || declarationKeywords.contains(next)
                     else { return nil }
                     access = name
                 } else {
