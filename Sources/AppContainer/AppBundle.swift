@@ -5,11 +5,13 @@ import Glibc
 /// `install(from:)`, sealed by `_CodeSignature/CodeResources`, read-only ever after. The library never writes into it
 /// (`Container.checkWritable(components:)` refuses with exit status 77).
 public struct AppBundle: Sendable {
+    /// The container the bundle belongs to.
     public let container: Container
 
     /// The seal's path below the bundle.
     public static let codeResourcesPath = "_CodeSignature/CodeResources"
 
+    /// The bundle of `container`, installed or not: nothing is read until asked.
     public init(container: Container) {
         self.container = container
     }
@@ -17,6 +19,7 @@ public struct AppBundle: Sendable {
     /// The bundle's folder, absolute.
     public var path: String { container.path(.bundle) }
 
+    /// The bundle's folder as a file URL.
     public var url: URL { container.url(.bundle) }
 
     /// `<App>.app`, for messages.
@@ -55,6 +58,7 @@ public struct AppBundle: Sendable {
 
 /// One difference between a bundle and its seal.
 public struct SealProblem: Sendable, Equatable, CustomStringConvertible {
+    /// How a resource differs from the seal.
     public enum Kind: String, Sendable {
         /// The resource differs from what was sealed: other bytes, another link target, another kind.
         case modified
@@ -66,10 +70,12 @@ public struct SealProblem: Sendable, Equatable, CustomStringConvertible {
         case unreadable
     }
 
+    /// How the resource differs.
     public let kind: Kind
     /// The resource's path below the bundle root.
     public let path: String
 
+    /// A problem of `kind` with the resource at `path` below the bundle root.
     public init(_ kind: Kind, _ path: String) {
         self.kind = kind
         self.path = path
@@ -84,6 +90,7 @@ public struct SealProblem: Sendable, Equatable, CustomStringConvertible {
 
 /// What `AppBundle.verify()` found.
 public struct SealReport: Sendable, Equatable {
+    /// The verdict on the bundle as a whole.
     public enum State: Sendable, Equatable {
         /// No seal and nothing in the bundle: a container made without a bundle. Nothing to verify.
         case notSealed
@@ -93,12 +100,14 @@ public struct SealReport: Sendable, Equatable {
         case broken
     }
 
+    /// The verdict: `broken` whenever `problems` is not empty.
     public let state: State
     /// How many resources the seal lists.
     public let resources: Int
     /// Sorted by path.
     public let problems: [SealProblem]
 
+    /// A report of `state`, with the number of `resources` sealed and the `problems` (`verify()` sorts them by path).
     public init(state: State, resources: Int, problems: [SealProblem]) {
         self.state = state
         self.resources = resources

@@ -1,11 +1,15 @@
 /// One entry of a folder listing, with its size and modification date (ARCHITECTURE.md, "Bundle, backup and setup").
 public struct ListedItem: Sendable {
+    /// The entry's name in its folder.
     public let name: FileName
     /// The absolute path, exact to the byte.
     public let path: [UInt8]
+    /// The entry's status, taken without following a symbolic link.
     public let status: FileStatus
 
+    /// The size in bytes; for a symbolic link, the length of its target.
     public var size: Int64 { status.size }
+    /// The last modification.
     public var modified: Timestamp { status.modified }
 }
 

@@ -4,7 +4,9 @@ extension Container {
     /// Who writes: the app, bound by each place's rules, or a delivery, the one way into the Inbox (ARCHITECTURE.md,
     /// "Delivery").
     public enum Writer: Sendable {
+        /// The app, bound by each place's rules: never the bundle nor the Inbox.
         case app
+        /// A delivery (`Inbox.deliver`), the one writer the Inbox accepts.
         case delivery
     }
 

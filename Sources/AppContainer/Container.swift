@@ -93,6 +93,7 @@ public struct Container: Sendable {
         root + "/" + place.relativePath(appName: appName)
     }
 
+    /// The folder of a place as a file URL.
     public func url(_ place: Place) -> URL {
         URL(fileURLWithPath: path(place), isDirectory: true)
     }

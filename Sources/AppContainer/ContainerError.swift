@@ -5,30 +5,45 @@ import Glibc
 public struct ContainerError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure, each with its exit status (sysexits.h).
     public enum Code: Int32, Sendable {
+        /// Any other failure: exit status 1.
         case failure = 1
+        /// A wrong command line or argument (an invalid name, an unknown option): 64, `EX_USAGE`.
         case usage = 64
+        /// Data that is not what it should be (a broken seal, a preferences file that is not a property list, entries a
+        /// restore refuses): 65, `EX_DATAERR`.
         case badData = 65
+        /// No such file, folder or Inbox item: 66, `EX_NOINPUT`.
         case noSuchItem = 66
+        /// Cannot create (no container at the path, a read-only filesystem): 73, `EX_CANTCREAT`.
         case cannotCreate = 73
+        /// Reading or writing failed (disk full, over quota, EIO): 74, `EX_IOERR`.
         case ioError = 74
+        /// Someone else holds what is needed (another watcher, a clean under way, a lock): try again later. 75,
+        /// `EX_TEMPFAIL`.
         case busy = 75
+        /// Refused by a container rule (the sealed bundle, a write into the Inbox, `..`, a symbolic link) or by the
+        /// system's permissions: 77, `EX_NOPERM`.
         case refused = 77
     }
 
+    /// What kind of failure, which sets the exit status.
     public let code: Code
     /// One line a person can act on.
     public let message: String
     /// The system error underneath, if any.
     public let cause: Errno?
 
+    /// An error of `code` with `message`, the line a person reads, and the system error underneath, if any.
     public init(_ code: Code, _ message: String, cause: Errno? = nil) {
         self.code = code
         self.message = message
         self.cause = cause
     }
 
+    /// The message.
     public var description: String { message }
 
+    /// The exit status of `code`, for the command line to exit with.
     public var exitStatus: Int32 { code.rawValue }
 
     /// Turns a failed call on `path` into an error whose code follows the errno.

@@ -2,8 +2,10 @@ import Glibc
 
 /// An open file descriptor with one owner, closed when the owner goes away.
 public struct FileDescriptor: ~Copyable {
+    /// The descriptor, valid while its owner lives.
     public let rawValue: CInt
 
+    /// Takes ownership of an open descriptor: it is closed with this value.
     public init(owning rawValue: CInt) {
         self.rawValue = rawValue
     }
@@ -33,8 +35,10 @@ public struct FileDescriptor: ~Copyable {
         return fd
     }
 
+    /// `fstat` of the open file.
     public func status() throws(Errno) -> stat { try system_fstat(rawValue) }
 
+    /// `fsync`: the file's data and metadata on disk.
     public func sync() throws(Errno) { try system_fsync(rawValue) }
 
     /// Writes all of `bytes`, continuing after short writes.
@@ -46,6 +50,7 @@ public struct FileDescriptor: ~Copyable {
         }
     }
 
+    /// Writes all of `bytes`, continuing after short writes.
     public func writeAll(_ bytes: [UInt8]) throws(Errno) {
         try bytes.withUnsafeBytes { buffer in
             Result(catching: { () throws(Errno) in try writeAll(buffer) })
@@ -75,12 +80,16 @@ public struct FileDescriptor: ~Copyable {
 /// A shared handle on a descriptor, for places a `~Copyable` owner cannot go (stored and replaced in a class,
 /// captured by closures). Closed when the last reference goes.
 public final class SharedDescriptor {
+    /// The owned descriptor, closed with the last reference.
     public let descriptor: FileDescriptor
+    /// The raw descriptor, valid while this handle lives.
     public var rawValue: CInt { descriptor.rawValue }
 
+    /// Takes the descriptor over from its owner.
     public init(_ descriptor: consuming FileDescriptor) {
         self.descriptor = descriptor
     }
 
+    /// `fsync`: the file's data and metadata on disk.
     public func sync() throws(Errno) { try descriptor.sync() }
 }

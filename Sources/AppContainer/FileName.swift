@@ -3,6 +3,7 @@ import Foundation
 /// One name in a folder, as the exact bytes Linux stores: any byte but `/` and NUL,
 /// so names that are not valid UTF-8 survive every step unchanged.
 public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The name's bytes: never empty, no `/` and no NUL.
     public let bytes: [UInt8]
 
     /// The longest name Linux allows (NAME_MAX).
@@ -26,6 +27,7 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// Whether the bytes are valid UTF-8, so `string` holds the name exactly.
     public var isValidUTF8: Bool { String(validating: bytes, as: UTF8.self) != nil }
 
+    /// The name as text, as `string` gives it.
     public var description: String { string }
 
     /// `.` or `..`: names that point at a folder, never at an item.
@@ -48,6 +50,7 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
         bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
     }
 
+    /// Byte order, as `ls` sorts in the C locale.
     public static func < (lhs: FileName, rhs: FileName) -> Bool {
         lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
     }
@@ -72,6 +75,7 @@ extension Array: CStringConvertible where Element == UInt8 {
 
 /// Anything that can be passed to a system call as a path.
 public protocol CStringConvertible {
+    /// Calls `body` with the value as a NUL-terminated C string, valid only during the call.
     func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R
 }
 

@@ -3,18 +3,26 @@ import Glibc
 
 /// What `statx` says of a file, without following a symbolic link.
 public struct FileStatus: Sendable, Equatable {
+    /// Regular file, folder, symbolic link and so on.
     public let kind: FileKind
+    /// The size in bytes (`st_size`).
     public let size: Int64
+    /// The last change of the content (`st_mtim`).
     public let modified: Timestamp
+    /// The last access (`st_atim`), as the mount's `relatime` or `noatime` keeps it.
     public let accessed: Timestamp
     /// The permission bits (`st_mode & 07777`).
     public private(set) var mode: mode_t
+    /// How many names the inode has (`st_nlink`).
     public let linkCount: Int
+    /// The filesystem's device number (`st_dev`).
     public let device: UInt64
+    /// The inode number (`st_ino`); with `device`, the file's identity.
     public let inode: UInt64
     /// When the inode was made (zero where the filesystem does not say): a reused inode is born again.
     public let born: Timestamp
 
+    /// The status `fstat` or `lstat` gives, which has no birth time: `born` is zero.
     public init(_ status: stat) {
         kind = FileKind(mode: status.st_mode)
         size = Int64(status.st_size)
@@ -27,6 +35,7 @@ public struct FileStatus: Sendable, Equatable {
         born = Timestamp(seconds: 0, nanoseconds: 0)
     }
 
+    /// The status `statx` gives, with the birth time where the filesystem keeps it.
     public init(_ status: inbox_file_status) {
         kind = FileKind(mode: mode_t(status.mode))
         size = status.size
@@ -56,6 +65,7 @@ public struct FileStatus: Sendable, Equatable {
 }
 
 extension FileDescriptor {
+    /// The status of the open file, from `statx` (with the birth time, unlike `status()`).
     public func fileStatus() throws(Errno) -> FileStatus { FileStatus(try system_statx(rawValue, "")) }
 }
 

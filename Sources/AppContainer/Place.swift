@@ -1,12 +1,20 @@
 /// The places of an app container (ARCHITECTURE.md, "Places and rules"), each with its rules.
 public enum Place: String, CaseIterable, Sendable {
+    /// `<App>.app`: sealed, read-only, never written by the library.
     case bundle
+    /// `Documents`: the user's files; backed up.
     case documents
+    /// `Documents/Inbox`: only a delivery writes here; the app may read, move out and delete.
     case inbox
+    /// `Library`: backed up.
     case library
+    /// `Library/Application Support`: the app's data and the service's state; backed up.
     case applicationSupport
+    /// `Library/Caches`: not backed up, trimmed by cleanup.
     case caches
+    /// `Library/Preferences`: `inbox.plist` among others; backed up.
     case preferences
+    /// `tmp`: not backed up, old entries deleted by cleanup.
     case tmp
 
     /// The folder's path below the container root; the bundle is `<App>.app`.

@@ -12,10 +12,12 @@ public struct Preferences: Sendable, Equatable {
     /// Library/Caches is trimmed, least recently used first, down to this many bytes (512 MiB).
     public var cachesMaxBytes: Int64 = 512 << 20
 
+    /// The defaults.
     public init() {}
 
     static let relativePath = "Library/Preferences/inbox.plist"
 
+    /// The absolute path of `inbox.plist` in `container`.
     public static func path(_ container: Container) -> String { container.root + "/" + relativePath }
 
     private static var keys: [(String, WritableKeyPath<Preferences, Int64>)] {

@@ -14,6 +14,7 @@ public enum Setup {
         /// Whether `Library/Preferences/inbox.plist` was written (with every key, existing values kept).
         public let preferencesWritten: Bool
 
+        /// A report of what one run did.
         public init(templatesCopied: Int, templatesKept: Int, preferencesWritten: Bool) {
             self.templatesCopied = templatesCopied
             self.templatesKept = templatesKept

@@ -3,7 +3,9 @@ import Glibc
 
 /// Flags asked of `openat`. `O_CLOEXEC` is always added: no descriptor leaks into a child.
 public struct OpenFlags: OptionSet, Sendable {
+    /// The `O_*` bits.
     public let rawValue: CInt
+    /// The flags of these `O_*` bits.
     public init(rawValue: CInt) { self.rawValue = rawValue }
 
     /// `O_RDONLY`
@@ -34,7 +36,9 @@ public struct OpenFlags: OptionSet, Sendable {
 
 /// Flags for `renameat2`.
 public struct RenameFlags: OptionSet, Sendable {
+    /// The `RENAME_*` bits.
     public let rawValue: CUnsignedInt
+    /// The flags of these `RENAME_*` bits.
     public init(rawValue: CUnsignedInt) { self.rawValue = rawValue }
 
     /// `RENAME_NOREPLACE`: fail with EEXIST rather than replace the target.
@@ -45,8 +49,10 @@ public struct RenameFlags: OptionSet, Sendable {
 
 /// The kind of a file, from `st_mode`.
 public enum FileKind: Sendable, Equatable {
+    /// `S_IFREG`, `S_IFDIR`, `S_IFLNK`, `S_IFIFO`, `S_IFSOCK`, `S_IFCHR`, `S_IFBLK`, and anything else.
     case regular, directory, symbolicLink, fifo, socket, characterDevice, blockDevice, unknown
 
+    /// The kind of the file type bits of `mode` (`st_mode & S_IFMT`).
     public init(mode: mode_t) {
         switch mode & S_IFMT {
         case S_IFREG: self = .regular

@@ -2,14 +2,18 @@ import Glibc
 
 /// A point in time as the kernel reports it, printed as RFC 3339 in UTC with milliseconds.
 public struct Timestamp: Sendable, Hashable, Comparable {
+    /// Seconds since the Unix epoch (`tv_sec`).
     public let seconds: Int64
+    /// Nanoseconds past `seconds` (`tv_nsec`).
     public let nanoseconds: Int64
 
+    /// A time of `seconds` since the epoch plus `nanoseconds`.
     public init(seconds: Int64, nanoseconds: Int64) {
         self.seconds = seconds
         self.nanoseconds = nanoseconds
     }
 
+    /// A time as the kernel reports it in a `timespec`.
     public init(_ time: timespec) {
         self.init(seconds: Int64(time.tv_sec), nanoseconds: Int64(time.tv_nsec))
     }
@@ -38,6 +42,7 @@ public struct Timestamp: Sendable, Hashable, Comparable {
             + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(millis, 3))Z"
     }
 
+    /// Earlier first, to the nanosecond.
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
         (lhs.seconds, lhs.nanoseconds) < (rhs.seconds, rhs.nanoseconds)
     }

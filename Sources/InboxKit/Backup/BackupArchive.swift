@@ -6,8 +6,11 @@ import Glibc
 public struct BackupSummary: Sendable {
     /// The archive's absolute path.
     public let path: String
+    /// Regular files archived.
     public let files: Int
+    /// Folders archived, with those that only lead to an included entry.
     public let folders: Int
+    /// Symbolic links archived.
     public let links: Int
     /// The bytes of the files' contents.
     public let bytes: Int64
@@ -17,8 +20,10 @@ public struct BackupSummary: Sendable {
 /// which GNU tar reads, written and read with libarchive. Paths in it are relative to the container root; names are
 /// stored as their exact bytes.
 public struct BackupArchive: Sendable {
+    /// The archive's path.
     public let path: String
 
+    /// The archive at `path`: nothing is read or written until asked.
     public init(path: String) {
         self.path = path
     }

@@ -11,10 +11,13 @@ import Glibc
 /// (`Container.setExcludedFromBackup`), or when it is a link that may lead out of the container. An Inbox item a
 /// move has claimed is included under its own name (`ClaimedItems`).
 public struct BackupPlan: Sendable {
+    /// One path of the container, included in the backup or excluded, and why.
     public struct Entry: Sendable {
         /// The path below the container root, exact to the byte, without a trailing `/`.
         public let path: [UInt8]
+        /// Its status, taken without following a symbolic link.
         public let status: FileStatus
+        /// Whether the backup holds it.
         public let isIncluded: Bool
         /// Why: `Documents: backed up`, `Library/Caches: not backed up`, `re-created by inbox`, ….
         public let reason: String
@@ -39,6 +42,7 @@ public struct BackupPlan: Sendable {
         self.entries = entries
     }
 
+    /// The entries the backup holds, in walk order.
     public var included: [Entry] { entries.filter(\.isIncluded) }
 
     /// `[{"path":…,"included":…,"reason":…}, …]`, paths relative to the container (ARCHITECTURE.md, "The command

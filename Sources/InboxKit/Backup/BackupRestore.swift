@@ -3,9 +3,11 @@ import Glibc
 
 /// What `BackupArchive.restore(into:)` did with each entry of the archive.
 public struct RestoreReport: Sendable {
+    /// An entry of the archive that was not restored.
     public struct Refusal: Sendable {
         /// The entry's name as the archive holds it.
         public let path: [UInt8]
+        /// Why, for a person: `an absolute path`, `a '..' in the path`, `a path too long`, ….
         public let reason: String
     }
 

@@ -3,22 +3,29 @@ import Glibc
 
 /// What became of one planned entry.
 public struct CleanupOutcome: Sendable {
+    /// What was done with the entry.
     public enum Result: Sendable {
         /// A dry run: nothing was done.
         case planned
+        /// Deleted, with its `deleted` record in the log.
         case deleted
         /// Already gone when its turn came.
         case gone
         /// Its name holds another file than the one planned (device and inode differ): kept.
         case changed
+        /// Not deleted, or logged `deleted` but not yet wholly removed (the next clean finishes it); the error says
+        /// which.
         case failed(ContainerError)
     }
 
+    /// The entry as planned.
     public let entry: CleanupEntry
     /// The absolute path, exact to the byte.
     public let path: [UInt8]
+    /// What was done with it.
     public let result: Result
 
+    /// Whether the entry was deleted (`result` is `.deleted`).
     public var deleted: Bool {
         if case .deleted = result { return true }
         return false
@@ -46,11 +53,15 @@ public struct CleanupOutcome: Sendable {
 
 /// The totals of a clean.
 public struct CleanupSummary: Sendable {
+    /// Entries planned, each counted once its batch is done (in a dry run, every entry).
     public var planned = 0
+    /// Entries deleted.
     public var deleted = 0
+    /// What the deleted entries freed, as their planned `bytes`.
     public var bytesFreed: Int64 = 0
     /// Entries that could not be deleted, and the first reason.
     public var failed = 0
+    /// The first of those reasons.
     public var firstFailure: ContainerError?
 }
 
@@ -271,7 +282,9 @@ private struct CleanupExecutor {
 /// checked`, redrawn in place with `\r` at most once per `interval`. Nothing is written when the output is not
 /// a terminal, nor by a run that ends within the first `interval`.
 public final class ProgressLine {
+    /// Whether the output is a terminal: nothing is drawn when it is not.
     public let isTerminal: Bool
+    /// The least time between two redraws.
     public let interval: Duration
     /// How many entries have been checked.
     public private(set) var checked = 0

@@ -12,8 +12,10 @@ public struct CleanupEntry: Sendable, Equatable {
     public let bytes: Int64
     /// The device and inode when planned: the name is deleted only while it still holds this file.
     public let device: UInt64
+    /// The inode when planned (see `device`).
     public let inode: UInt64
 
+    /// An entry to delete: `components` below the folder of `place`, with its reason, size and identity when planned.
     public init(place: Place, components: [FileName], reason: String, bytes: Int64, device: UInt64, inode: UInt64) {
         self.place = place
         self.components = components
@@ -40,7 +42,9 @@ public struct CleanupEntry: Sendable, Equatable {
 /// dry run and a real run produce the same entries in the same order. Nothing else is ever read or deleted:
 /// not Documents outside the Inbox, Application Support, Preferences, nor the bundle.
 public struct CleanupPlan: Sendable {
+    /// The container cleaned.
     public let container: Container
+    /// The limits applied: the container's preferences, overridden by flags.
     public let policy: Preferences
     /// Whether a watcher holds the container (the app "is running"): tmp then loses only its old entries.
     public let appIsRunning: Bool

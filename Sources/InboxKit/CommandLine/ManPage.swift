@@ -9,6 +9,7 @@ public enum ManPage {
         ("77", "refused by a container rule (a path outside the Inbox, .., a symbolic link, the sealed bundle)"),
     ]
 
+    /// The man page of `inbox` with `commands`, each with its usage, abstract and options, and `version` in its header.
     public static func roff(commands: [CommandDescription], version: String) -> String {
         var lines = [
             #".TH INBOX 1 "" "inbox \#(version)" "User Commands""#,

@@ -1,6 +1,7 @@
 /// Completion scripts for bash, zsh and fish, generated from the commands' definitions (ARCHITECTURE.md, "The
 /// command line").
 public enum ShellCompletion {
+    /// The shells `script(for:commands:)` knows.
     public static let shells = ["bash", "zsh", "fish"]
 
     /// The script for `shell`, or nil for a shell it does not know.

@@ -3,18 +3,29 @@ import Glibc
 
 /// The kinds of record in the event log (ARCHITECTURE.md, "The event log").
 public enum EventKind: String, Sendable, CaseIterable {
+    /// In order: a file handed over by a delivery; an arrival taken in by the watcher; something refused (a link,
+    /// FIFO, socket or device removed unopened, a mail message refused whole); a handler's answer; a move into
+    /// Documents; a deletion; inotify events lost (an overflow); a scan of the Inbox; a move a crash cut short, rolled
+    /// back.
     case delivered, arrived, rejected, handled, moved, deleted, overflow, rescan, recovered
+    /// A watcher started.
     case watchStarted = "watch-started"
+    /// A watcher stopped.
     case watchStopped = "watch-stopped"
+    /// In order: one-time setup done; a failure (`during`, `path`, `errno`, `message`); a mail message imported, or
+    /// found imported before.
     case setup, error, imported
 }
 
 /// One field value of an event.
 public enum EventValue: Sendable, Equatable {
+    /// Text.
     case string(String)
     /// A path or name as raw bytes; when they are not valid UTF-8 the record also carries `<key>_b64`.
     case path([UInt8])
+    /// A number.
     case int(Int64)
+    /// `true` or `false`.
     case bool(Bool)
 }
 
@@ -22,9 +33,12 @@ public enum EventValue: Sendable, Equatable {
 ///
 /// Field keys should not be `seq`, `time` or `event`, which every record already holds.
 public struct Event: Sendable {
+    /// The record's `event`.
     public var kind: EventKind
+    /// The fields after `seq`, `time` and `event`, in order.
     public var fields: [(key: String, value: EventValue)]
 
+    /// An event of `kind` with `fields`, written in the order given.
     public init(_ kind: EventKind, _ fields: KeyValuePairs<String, EventValue> = [:]) {
         self.kind = kind
         self.fields = fields.map { ($0.key, $0.value) }
@@ -33,6 +47,7 @@ public struct Event: Sendable {
 
 /// One record read back from the log.
 public struct EventRecord: Sendable {
+    /// The record's number in the log: one more than the record before, across rotated files.
     public let seq: UInt64
     /// RFC 3339, UTC, milliseconds.
     public let time: String
@@ -43,6 +58,7 @@ public struct EventRecord: Sendable {
     /// Every top-level value as text: strings as they are, numbers and booleans printed.
     public let fields: [String: String]
 
+    /// A record of these parts, as the log's reader makes it.
     public init(seq: UInt64, time: String, event: String, line: String, fields: [String: String]) {
         self.seq = seq
         self.time = time

@@ -8,11 +8,14 @@ public struct EventFilter: Sendable {
     /// An `fnmatch(3)` pattern without flags, so `*` matches `/` too: `*.pdf` matches a PDF in any folder.
     public var pathPattern: [UInt8]?
 
+    /// A filter; with neither argument it selects every record.
     public init(until: UInt64? = nil, pathPattern: [UInt8]? = nil) {
         self.until = until
         self.pathPattern = pathPattern
     }
 
+    /// Whether `record` is at most `until`, and has a `path`, `from` or `to` that matches `pathPattern` (when set).
+    /// Paths are matched as their exact bytes, also those logged as `<key>_b64`.
     public func matches(_ record: EventRecord) -> Bool {
         if let until, record.seq > until { return false }
         guard let pathPattern else { return true }

@@ -9,6 +9,7 @@ import Synchronization
 /// When the log grows past `maxBytes` it is renamed to `events.<last seq, 20 digits>.jsonl`; the newest
 /// `keepRotated` of those are kept.
 public final class EventLog: Sendable {
+    /// The folder that holds the log and its lock.
     public let directory: String
     /// The size past which `events.jsonl` is rotated, checked after each append.
     public let maxBytes: Int

@@ -3,6 +3,7 @@ import Glibc
 
 /// What an external handler asks to be done with its item: the first word it prints.
 public enum Disposition: String, Sendable {
+    /// Leave it in the Inbox; move it into Documents (under a clash name on a clash); delete it.
     case keep, move, delete
 }
 
@@ -12,6 +13,7 @@ public struct HookOutcome: Sendable, Equatable {
     public let exitStatus: Int32?
     /// The signal that ended it, if any.
     public let signal: Int32?
+    /// Whether it ran past its timeout and was killed.
     public let timedOut: Bool
     /// The first word it printed on stdout, lowercased, if that is `keep`, `move` or `delete`.
     public let disposition: Disposition?
@@ -20,6 +22,7 @@ public struct HookOutcome: Sendable, Equatable {
     /// Whether it ran in the Landlock sandbox, with no write access to the container.
     public let landlocked: Bool
 
+    /// Whether it exited with status 0 in time; only then is its disposition followed.
     public var succeeded: Bool { exitStatus == 0 && !timedOut }
 
     /// A command that could not start: status 127, as from a shell, and the reason on stderr.
@@ -39,10 +42,14 @@ public struct HookOutcome: Sendable, Equatable {
 /// the container (see `Landlock`). A supervisor process starts it and, once it has exited or after `timeout`,
 /// kills every process it started, however detached (ARCHITECTURE.md, "The hook sandbox").
 public struct HookRunner: Sendable {
+    /// The command, run as `/bin/sh -c command`.
     public let command: String
+    /// How long the command may run before it and everything it started are killed.
     public let timeout: Duration
+    /// The container's root, which Landlock keeps the command from writing to.
     public let containerRoot: String
 
+    /// A runner of `command` for the items of the container at `containerRoot`.
     public init(command: String, timeout: Duration, containerRoot: String) {
         self.command = command
         self.timeout = timeout

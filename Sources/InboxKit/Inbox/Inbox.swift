@@ -5,9 +5,12 @@ import Glibc
 /// The Inbox of one container: where other programs hand files to the app (ARCHITECTURE.md, "How an arrival flows",
 /// "Delivery").
 public final class Inbox: Sendable {
+    /// The container whose Inbox this is.
     public let container: Container
+    /// The container's event log, where every delivery, arrival and move is recorded.
     public let log: EventLog
 
+    /// The Inbox of an open container, with its event log.
     public init(container: Container) throws(ContainerError) {
         self.container = container
         self.log = try EventLog(container: container)

@@ -5,12 +5,16 @@ import Glibc
 /// A file in the Inbox. It can be read and deleted, never written: to edit it, move it into
 /// Documents first (`moveToDocuments()` or `prepareForEditing()`), which returns a writable `Document`.
 public struct InboxItem: Sendable {
+    /// The Inbox the item is in.
     public let inbox: Inbox
     /// The exact name, bytes and all.
     public let name: FileName
+    /// Its status when it was listed or looked up, taken without following a symbolic link; not updated.
     public let status: FileStatus
 
+    /// The size in bytes, as listed.
     public var size: Int64 { status.size }
+    /// The last modification, as listed.
     public var modified: Timestamp { status.modified }
 
     /// The absolute path, exact to the byte.
@@ -87,6 +91,7 @@ public final class ReadOnlyFile {
         self.descriptor = descriptor
     }
 
+    /// The open file's status now; fails with the exit status of its errno.
     public var status: FileStatus {
         get throws(ContainerError) {
             do { return try descriptor.fileStatus() } catch { throw error.failure("read", "an Inbox item") }
@@ -116,7 +121,9 @@ public final class ReadOnlyFile {
 public struct Document: Sendable {
     /// The exact path, bytes and all.
     public let path: [UInt8]
+    /// The document's name in Documents, which may be a clash name.
     public let name: FileName
 
+    /// The document's URL. A name that is not valid UTF-8 cannot be spelled in a URL exactly: use `path`.
     public var url: URL { URL(fileURLWithPath: String(decoding: path, as: UTF8.self), isDirectory: false) }
 }

@@ -4,19 +4,32 @@ import Foundation
 /// What `inbox status` reports: the watcher, each place's contents, overflows, the last scan, and the
 /// inotify limits in force (read from /proc: libinotifytools' getter for the queue size is broken).
 public struct ContainerStatus: Sendable {
+    /// The regular files of one place and their bytes. Documents leaves out the Inbox and Library leaves out Caches;
+    /// Library still holds Application Support and Preferences, so the places' totals overlap.
     public struct PlaceUsage: Sendable {
+        /// The place counted.
         public let place: Place
+        /// How many regular files it holds, at any depth.
         public let files: Int
+        /// Their bytes.
         public let bytes: Int64
     }
 
+    /// The container's root.
     public let root: String
+    /// The process id of the watcher holding the container, or nil when none runs.
     public let watcherPID: Int32?
+    /// Every place, in the order of `Place.allCases`.
     public let places: [PlaceUsage]
+    /// How many `overflow` records the log holds: times the watcher lost inotify events and scanned instead.
     public let overflows: Int
+    /// The time of the last `rescan` record, as the log wrote it; nil when there is none.
     public let lastScan: String?
+    /// `max_queued_events`, `max_user_watches` and `max_user_instances` from `/proc/sys/fs/inotify/`; nil where
+    /// unreadable.
     public let inotifyLimits: [(name: String, value: Int?)]
 
+    /// Reads the status of `container` now: its log, its watcher lock and a walk of every place.
     public static func read(_ container: Container) throws(ContainerError) -> ContainerStatus {
         let log = try EventLog(container: container)
         let records = try log.records(kinds: [EventKind.overflow.rawValue, EventKind.rescan.rawValue])

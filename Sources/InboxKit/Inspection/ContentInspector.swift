@@ -12,6 +12,7 @@ public struct Inspection: Sendable, Equatable {
     /// The MIME type, such as `application/pdf`: from `ContentSniffer`'s rules, else libmagic's.
     public let mime: String
 
+    /// An inspection of these parts.
     public init(sha256: String, type: String, mime: String) {
         self.sha256 = sha256
         self.type = type

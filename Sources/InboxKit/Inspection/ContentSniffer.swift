@@ -5,9 +5,12 @@
 public enum ContentSniffer {
     /// A short type name, as in `Inspection.type`, and its MIME type.
     public struct Sniffed: Sendable, Equatable {
+        /// The short name, as in `Inspection.type`.
         public let type: String
+        /// The MIME type.
         public let mime: String
 
+        /// A result of these parts.
         public init(type: String, mime: String) {
             self.type = type
             self.mime = mime

@@ -4,6 +4,8 @@ import Synchronization
 
 /// A library handler that may `await` while it decides.
 public protocol AsyncArrivalHandler: Sendable {
+    /// What becomes of `arrival`. Asked at most once per arrival (ARCHITECTURE.md, "Each answer once"), from the
+    /// watcher's own thread, which waits for the answer.
     func handle(_ arrival: Arrival) async -> Disposition
 }
 

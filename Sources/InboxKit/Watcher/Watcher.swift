@@ -9,6 +9,7 @@ public struct WatchOptions: Sendable {
     public var onArrival: Disposition = .keep
     /// A shell command run for each arrival (`--exec`), reading the item on stdin.
     public var exec: String?
+    /// How long an `--exec` command may run before it and everything it started are killed; the item is then kept.
     public var hookTimeout: Duration = .seconds(60)
     /// How many `--exec` commands run at once.
     public var jobs = 2
@@ -28,6 +29,7 @@ public struct WatchOptions: Sendable {
     /// keeps only the newest). Returning false stops the watcher as `stop()` does: after this batch.
     public var onSettled: (@Sendable ([Arrival]) -> Bool)?
 
+    /// The defaults.
     public init() {}
 }
 
@@ -35,6 +37,7 @@ public struct WatchOptions: Sendable {
 public struct Arrival: Sendable {
     /// The item as it arrived in the Inbox (read-only).
     public let item: InboxItem
+    /// The SHA-256 of the file as sealed: 64 lowercase hex digits.
     public let sha256: String
     /// A short name sniffed from the contents: pdf, png, jpeg, gif, office, zip, text, calendar, vcard, eml, …
     public let type: String
@@ -69,6 +72,8 @@ public struct Arrival: Sendable {
 
 /// A library handler: it gets each arrival read-only and says what becomes of it.
 public protocol ArrivalHandler: Sendable {
+    /// What becomes of `arrival`. Asked at most once per arrival (ARCHITECTURE.md, "Each answer once"), on the
+    /// watcher's thread, which waits for the answer.
     func handle(_ arrival: Arrival) -> Disposition
 }
 
@@ -76,7 +81,9 @@ public protocol ArrivalHandler: Sendable {
 /// hints, scans of the folder the truth), validates and seals it, hands it to the handlers, and applies their
 /// disposition.
 public final class Watcher: Sendable {
+    /// The Inbox watched.
     public let inbox: Inbox
+    /// How arrivals are treated.
     public let options: WatchOptions
     /// Whether a watcher of this process holds libinotifytools, which has one global instance.
     private static let inotifyInUse = Mutex(false)
@@ -87,6 +94,8 @@ public final class Watcher: Sendable {
     /// What `stopOnTerminationSignals` installed, undone when `run` returns.
     private let signalCatch = SignalCatch()
 
+    /// A watcher of `inbox`. `handler`, when given, decides every arrival; else `options.exec`, else
+    /// `options.onArrival`. Nothing runs until `run()`.
     public init(inbox: Inbox, options: WatchOptions = WatchOptions(), handler: (any ArrivalHandler)? = nil) {
         self.inbox = inbox
         self.options = options
