@@ -57,9 +57,12 @@ public enum ClashNaming: Sendable {
 
 /// A file's place on its filesystem: device and inode.
 public struct FileID: Hashable, Sendable {
+    /// The device that holds the file (`st_dev`).
     public let device: UInt64
+    /// The file's inode number on that device.
     public let inode: UInt64
 
+    /// The file `inode` on `device`.
     public init(device: UInt64, inode: UInt64) {
         self.device = device
         self.inode = inode
@@ -67,6 +70,7 @@ public struct FileID: Hashable, Sendable {
 }
 
 extension FileStatus {
+    /// The file's place, to tell whether a name still holds the same file.
     public var fileID: FileID { FileID(device: device, inode: inode) }
 }
 

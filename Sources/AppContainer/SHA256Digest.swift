@@ -16,6 +16,8 @@ public final class SHA256Digest {
     private let context: OpaquePointer  // EVP_MD_CTX, initialised again for each digest
     private var buffer: UnsafeMutableRawBufferPointer?  // for `hash`, made on its first call
 
+    /// Fetches libcrypto's SHA-256 and makes the context every digest reuses.
+    /// - Throws: `.failure` when libcrypto has no SHA-256 or cannot make a context.
     public init() throws(ContainerError) {
         guard let digest = EVP_MD_fetch(nil, "SHA256", nil) else {
             throw ContainerError(.failure, "libcrypto has no SHA-256 (EVP_MD_fetch failed)")

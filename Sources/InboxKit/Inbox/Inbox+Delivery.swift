@@ -6,7 +6,9 @@ import Glibc
 public enum DeliverySource: Sendable {
     /// A file by path (bytes, exact); its own name is used when `name` is nil.
     case file(path: [UInt8], name: FileName?)
+    /// Bytes in memory, delivered under `name`.
     case data(Data, name: FileName)
+    /// Standard input read to its end, delivered under `name`.
     case standardInput(name: FileName)
 }
 
@@ -39,7 +41,9 @@ extension Inbox {
     /// What a batch did: the items placed in the Inbox, each with its `delivered` record, in order, and the
     /// error that stopped the batch, if one did.
     public struct DeliveryOutcome: Sendable {
+        /// The items placed in the Inbox, in the order of their sources.
         public let delivered: [InboxItem]
+        /// What stopped the batch; nil when every source was delivered.
         public let error: ContainerError?
     }
 

@@ -2,6 +2,7 @@ import AppContainer
 
 /// What importing one message did: the `--json` object of `inbox import` (ARCHITECTURE.md, "Mail import").
 public struct ImportedMessage: Sendable {
+    /// What became of the message: its `--json` `status`.
     public enum Status: String, Sendable {
         /// Its attachments not delivered before are delivered now (there may be none).
         case imported
@@ -13,20 +14,31 @@ public struct ImportedMessage: Sendable {
 
     /// One attachment delivered.
     public struct Attachment: Sendable {
+        /// The item in the Inbox (it may have moved on since).
         public let item: InboxItem
+        /// The decoded bytes delivered.
         public let size: Int64
+        /// The SHA-256 of those bytes, in lowercase hex.
         public let sha256: String
+        /// The part's lowercased `type/subtype`.
         public let contentType: String
     }
 
+    /// The source as given (absolute), or `-` for standard input.
     public let source: String
+    /// The `Message-ID`, without its angle brackets; nil when the message has none.
     public let messageID: String?
+    /// The decoded `Subject`, when there is one.
     public let subject: String?
+    /// The `From` addresses, decoded, when there are any.
     public let from: String?
+    /// The `Date` as written (trimmed), when there is one.
     public let date: String?
     /// The SHA-256 of the message's bytes: its key.
     public let messageSHA256: String
+    /// Imported, a duplicate, or refused.
     public let status: Status
+    /// The attachments delivered by this import, in the message's order (none for a duplicate or a refusal).
     public let attachments: [Attachment]
     /// Why it was refused.
     public let reason: String?

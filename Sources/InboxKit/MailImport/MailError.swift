@@ -13,8 +13,10 @@ public struct MailLimits: Sendable, Equatable {
     /// The largest winmail.dat: libytnef reads a TNEF part whole into memory.
     public var maxTnefBytes = 64 << 20
 
+    /// The limits of `inbox import` without `--max-bytes`.
     public init() {}
 
+    /// Limits with the depth, parts and bytes given, the others as `init()` has them.
     public init(maxDepth: Int = 64, maxParts: Int = 10_000, maxBytes: Int64 = 1 << 30) {
         self.maxDepth = maxDepth
         self.maxParts = maxParts
@@ -31,6 +33,7 @@ public enum MailError: Error, Sendable, CustomStringConvertible {
     /// Reading the message or writing an attachment failed.
     case io(ContainerError)
 
+    /// The reason in words, as a `rejected` record or an error line gives it.
     public var description: String {
         switch self {
         case .notAMessage(let why): "not a message: \(why)"

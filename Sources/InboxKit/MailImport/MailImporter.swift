@@ -5,11 +5,15 @@ import Glibc
 /// Imports mail into an Inbox (ARCHITECTURE.md, "Mail import"): each message's attachments delivered once,
 /// however often it is imported, whatever crashed in between. One importer serves one thread.
 public final class MailImporter {
+    /// The Inbox attachments are delivered into.
     public let inbox: Inbox
+    /// What a message may hold before it is refused.
     public let limits: MailLimits
     private let index: ImportIndex
     private let digest: SHA256Digest
 
+    /// An importer into `inbox`, with its container's import index open (made when missing).
+    /// - Throws: SQLite's failure to open or make the index, with the exit status that matches it.
     public init(inbox: Inbox, limits: MailLimits = MailLimits()) throws(ContainerError) {
         self.inbox = inbox
         self.limits = limits

@@ -106,13 +106,15 @@ extension PartContent {
         -> Bool
     {
         var decoder = decoder
-        let input = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 16)
+        // No larger than the part: most are a few KiB, and a 256 KiB buffer each would churn the heap.
+        let size = end.map { Int(Swift.min(Int64(Self.chunkSize), Swift.max($0 - start, 1))) } ?? Self.chunkSize
+        let input = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
         defer { input.deallocate() }
         var output: [UInt8] = []
-        output.reserveCapacity(Self.chunkSize)
+        output.reserveCapacity(size)
         var offset = start
         while true {
-            var want = Self.chunkSize
+            var want = size
             if let end { want = Int(Swift.min(Int64(want), Swift.max(end - offset, 0))) }
             if want == 0 { break }
             let count: Int
