@@ -154,9 +154,13 @@ struct WatchCommand: Command {
     static let name = "watch"
     static let abstract = "Watch the Inbox: seal, log and hand over each arrival (one watcher per container)."
     static let usage =
-        "watch [--on-arrival keep|move] [--exec CMD] [--hook-timeout SECONDS] [--jobs N] [--once]"
+        "watch [--root DIR] [--on-arrival keep|move] [--exec CMD] [--hook-timeout SECONDS] [--jobs N] [--once]"
         + " [--verbose|--format FMT] [-0]"
     static let options = [
+        (
+            "--root DIR",
+            "watch every container under DIR (each folder in it), in one process, picking up containers made or removed while it runs; --container is then ignored"
+        ),
         ("--on-arrival keep|move", "keep arrivals in the Inbox (default) or move each into Documents"),
         (
             "--exec CMD",
@@ -175,7 +179,7 @@ struct WatchCommand: Command {
     ]
     static let spec = Arguments.Spec(
         flags: ["--once", "--verbose", "-0"],
-        valued: ["--on-arrival", "--exec", "--hook-timeout", "--jobs", "--format"])
+        valued: ["--root", "--on-arrival", "--exec", "--hook-timeout", "--jobs", "--format"])
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         var options = WatchOptions()
@@ -203,6 +207,21 @@ struct WatchCommand: Command {
                 Output.bytes(
                     lines.lines(arrivals, time: .now(), escaped: escaped, terminator: nulTerminated ? 0 : 0x0A))
             }
+        }
+        if let root = arguments.string("--root") {
+            guard !options.once else {
+                throw ContainerError(.usage, "'--root' serves containers as they come: not with '--once'")
+            }
+            let fleet = WatcherFleet(root: root, options: options)
+            if lines != nil {
+                Thread.detachNewThread {
+                    Output.waitUntilReaderIsGone()
+                    fleet.stop()
+                }
+            }
+            try fleet.stopOnTerminationSignals()
+            try fleet.run()
+            return
         }
         let watcher = Watcher(inbox: try Inbox(containerPath: containerPath), options: options)
         if lines != nil {

@@ -133,26 +133,41 @@ import Testing
         #expect(try scratch.inbox.log.records(kinds: ["arrived"]).count == 2, "both arrive")
     }
 
-    @Test func aSecondWatcherInTheSameProcessIsRefused() async throws {
+    @Test func twoWatchersInOneProcessEachSeeTheirOwnArrivalsAndOneStoppingLeavesTheOther() async throws {
         let slot = await InotifySlot.take()
         defer { withExtendedLifetime(slot) {} }
-        let scratch = try Scratch()
-        defer { scratch.remove() }
-        let first = Watcher(inbox: scratch.inbox)
-        let finished = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            try? first.run()
-            finished.signal()
+        let scratches = [try Scratch(), try Scratch()]
+        defer { scratches.forEach { $0.remove() } }
+        var options = WatchOptions()
+        options.onArrival = .move
+        let watchers = scratches.map { Watcher(inbox: $0.inbox, options: options) }
+        let finished = watchers.map { _ in DispatchSemaphore(value: 0) }
+        for (watcher, done) in zip(watchers, finished) {
+            Thread.detachNewThread {
+                try? watcher.run()
+                done.signal()
+            }
         }
         defer {
-            first.stop()
-            finished.wait()
+            for watcher in watchers { watcher.stop() }
+            for done in finished { done.wait() }
         }
-        let deadline = Date().addingTimeInterval(30)
-        while try scratch.inbox.log.records(kinds: ["watch-started"]).isEmpty, Date() < deadline { usleep(20_000) }
-        let other = try Scratch()
-        defer { other.remove() }
-        #expect(throws: ContainerError.self) { try Watcher(inbox: other.inbox).run() }
+        for scratch in scratches {
+            #expect(try await waitFor { try !scratch.inbox.log.records(kinds: ["watch-started"]).isEmpty })
+        }
+        for (number, scratch) in scratches.enumerated() {
+            _ = try scratch.inbox.deliver(data: Data("to \(number)".utf8), suggestedName: "note-\(number).txt")
+        }
+        for (number, scratch) in scratches.enumerated() {
+            #expect(try await waitFor { try scratch.documentsEntries().contains("note-\(number).txt") })
+            #expect(try scratch.documentsEntries().filter { $0.hasPrefix("note-") } == ["note-\(number).txt"])
+        }
+        // The first stops; the second still sees what arrives.
+        watchers[0].stop()
+        finished[0].wait()
+        finished[0].signal()  // for the deferred wait
+        _ = try scratches[1].inbox.deliver(data: Data("later".utf8), suggestedName: "later.txt")
+        #expect(try await waitFor { try scratches[1].documentsEntries().contains("later.txt") })
     }
 
     /// Polls `condition` every 20 ms for up to 30 s.

@@ -85,8 +85,6 @@ public final class Watcher: Sendable {
     public let inbox: Inbox
     /// How arrivals are treated.
     public let options: WatchOptions
-    /// Whether a watcher of this process holds libinotifytools, which has one global instance.
-    private static let inotifyInUse = Mutex(false)
     let handler: (any ArrivalHandler)?
     let queue = WatchQueue()
     private let stream: AsyncStream<Arrival>
@@ -114,38 +112,7 @@ public final class Watcher: Sendable {
     /// Stops the watcher on SIGTERM and SIGINT until `run` returns; both signals then get back the handling they
     /// had before. The handler only writes the signal's number to a pipe; a thread of the watcher's reads it.
     public func stopOnTerminationSignals() throws(ContainerError) {
-        let (read, write): (CInt, CInt)
-        do {
-            (read, write) = try system_pipe()
-        } catch {
-            throw error.failure("catch SIGTERM and SIGINT with", "a pipe")
-        }
-        var saved: [(CInt, sigaction)] = []
-        for number in [SIGTERM, SIGINT] {
-            var previous = sigaction()
-            guard inbox_catch_signal_to_pipe(number, write, &previous) == 0 else { continue }
-            saved.append((number, previous))
-        }
-        signalCatch.set(SignalCatch.Installed(write: write, previous: saved))
-        Thread.detachNewThread { [self] in
-            let reader = FileDescriptor(owning: read)
-            var byte: [UInt8] = [0]
-            // Ends when the write end closes, once `run` has returned.
-            while (try? byte.withUnsafeMutableBytes { try reader.read(into: $0) }) == 1 {
-                options.report?("stopping on \(CInt(byte[0]) == SIGTERM ? "SIGTERM" : "SIGINT")")
-                stop()
-            }
-        }
-    }
-
-    /// Gives SIGTERM and SIGINT back the handling they had before `stopOnTerminationSignals`.
-    private func releaseTerminationSignals() {
-        guard let installed = signalCatch.take() else { return }
-        for (number, previous) in installed.previous {
-            var restored = previous
-            sigaction(number, &restored, nil)
-        }
-        try? system_close(installed.write)
+        try signalCatch.install(report: options.report) { [self] in stop() }
     }
 
     func report(_ line: String) {
@@ -157,20 +124,7 @@ public final class Watcher: Sendable {
     public func run() throws(ContainerError) {
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
         try AppBundle(container: inbox.container).checkSeal()
-        // `once` reads the folder and never inotify, so only a lasting watcher holds libinotifytools.
-        let holdsInotify = !options.once
-        guard
-            !holdsInotify
-                || Watcher.inotifyInUse.withLock({ inUse in
-                    defer { inUse = true }
-                    return !inUse
-                })
-        else {
-            throw ContainerError(
-                .busy, "a watcher already runs in this process: libinotifytools has one global instance")
-        }
-        defer { if holdsInotify { Watcher.inotifyInUse.withLock { $0 = false } } }
-        defer { releaseTerminationSignals() }
+        defer { signalCatch.release() }
         let lock = try WatcherLock(container: inbox.container)
         defer { withExtendedLifetime(lock) {} }
         // One-time setup and the cleanup policy run beside the watcher; `--once` waits for them, a stop
@@ -181,11 +135,12 @@ public final class Watcher: Sendable {
         Watcher.ignoreLeaseBreakSignal()
         let pipeline = try ArrivalPipeline(watcher: self)
         try pipeline.recoverInterruptedBatch()
-        var events: EventThread?
+        // `once` reads the folder and never inotify.
+        var events: InboxEvents?
         if !options.once {
-            let thread = EventThread(inboxPath: inbox.container.path(.inbox), queue: queue)
-            try thread.start()
-            events = thread
+            let subscription = InboxEvents(inboxPath: inbox.container.path(.inbox), queue: queue)
+            try subscription.start()
+            events = subscription
         }
         try inbox.log.append(
             Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(options.onArrival.rawValue)]),
@@ -258,9 +213,10 @@ public final class Watcher: Sendable {
     }
 }
 
-/// The pipe's write end and the handling SIGTERM and SIGINT had before, kept under a lock.
-private final class SignalCatch: @unchecked Sendable {
-    struct Installed {
+/// SIGTERM and SIGINT caught to stop a watcher or a fleet (`install`), until `release` gives them back the handling
+/// they had before. The handler only writes the signal's number to a pipe; a thread reads it and calls `stop`.
+final class SignalCatch: @unchecked Sendable {
+    private struct Installed {
         let write: CInt
         let previous: [(CInt, sigaction)]
     }
@@ -268,14 +224,41 @@ private final class SignalCatch: @unchecked Sendable {
     private let lock = NSLock()
     private var installed: Installed?
 
-    func set(_ value: Installed) {
-        lock.withLock { installed = value }
+    func install(report: (@Sendable (String) -> Void)?, stop: @escaping @Sendable () -> Void) throws(ContainerError) {
+        let (read, write): (CInt, CInt)
+        do {
+            (read, write) = try system_pipe()
+        } catch {
+            throw error.failure("catch SIGTERM and SIGINT with", "a pipe")
+        }
+        var saved: [(CInt, sigaction)] = []
+        for number in [SIGTERM, SIGINT] {
+            var previous = sigaction()
+            guard inbox_catch_signal_to_pipe(number, write, &previous) == 0 else { continue }
+            saved.append((number, previous))
+        }
+        lock.withLock { installed = Installed(write: write, previous: saved) }
+        Thread.detachNewThread {
+            let reader = FileDescriptor(owning: read)
+            var byte: [UInt8] = [0]
+            // Ends when the write end closes, at `release`.
+            while (try? byte.withUnsafeMutableBytes { try reader.read(into: $0) }) == 1 {
+                report?("stopping on \(CInt(byte[0]) == SIGTERM ? "SIGTERM" : "SIGINT")")
+                stop()
+            }
+        }
     }
 
-    func take() -> Installed? {
-        lock.withLock {
+    func release() {
+        let taken = lock.withLock {
             defer { installed = nil }
             return installed
         }
+        guard let taken else { return }
+        for (number, previous) in taken.previous {
+            var restored = previous
+            sigaction(number, &restored, nil)
+        }
+        try? system_close(taken.write)
     }
 }

@@ -1,0 +1,66 @@
+import AppContainer
+import Glibc
+
+/// A watcher's inotify events, through the process's `InotifyHub`: it watches the container root (Documents going
+/// or coming), Documents (the Inbox going or coming) and the Inbox, recreating the last two when they are missing,
+/// and turns events into names and rescans on the `WatchQueue`. When the Inbox or Documents is deleted, moved or
+/// recreated, the hub starts over and this asks for a rescan (which also reopens the folders by path).
+final class InboxEvents: InotifySubscriber {
+    let inboxPath: String
+    let queue: WatchQueue
+    private let documentsPath: String
+    private let rootPath: String
+
+    init(inboxPath: String, queue: WatchQueue) {
+        self.inboxPath = inboxPath
+        self.queue = queue
+        documentsPath = Self.folder(of: inboxPath)
+        rootPath = Self.folder(of: documentsPath)
+    }
+
+    /// Returns once the Inbox is watched, so nothing that arrives after is missed.
+    func start() throws(ContainerError) {
+        try InotifyHub.shared.register(self)
+    }
+
+    func stop() {
+        InotifyHub.shared.unregister(self)
+    }
+
+    func folders() throws(ContainerError) -> [(path: String, mask: InotifyMask)] {
+        for folder in [documentsPath, inboxPath] {
+            do {
+                try system_mkdirat(currentDirectory, folder, mode: 0o755)
+            } catch .fileExists {
+            } catch {
+                throw error.failure("recreate", folder)
+            }
+        }
+        return [
+            (rootPath, [.inboxParent, .movedTo]), (documentsPath, [.inboxParent, .deleteSelf, .moveSelf]),
+            (inboxPath, .inbox),
+        ]
+    }
+
+    func handle(_ event: InotifyEvent, folder index: Int) -> String? {
+        switch index {
+        case 0:
+            if event.name == Array("Documents".utf8) || event.watchEnded { return "documents replaced" }
+        case 1:
+            if event.name == Array("Inbox".utf8) || event.watchEnded { return "inbox replaced" }
+        default:
+            if event.watchEnded { return "inbox replaced" }
+            if let name = FileName(bytes: event.name), !name.isHidden { queue.push(name) }
+        }
+        return nil
+    }
+
+    func rescan(_ reason: String, overflow: Bool) {
+        queue.requestRescan(reason, overflow: overflow)
+    }
+
+    /// The folder that holds `path`.
+    private static func folder(of path: String) -> String {
+        String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
+    }
+}

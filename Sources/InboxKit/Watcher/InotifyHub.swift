@@ -1,0 +1,193 @@
+import AppContainer
+import Foundation
+import Glibc
+import Synchronization
+
+/// What the hub watches for one party, and what it does with the events (ARCHITECTURE.md, "libinotifytools").
+/// Every method is called on the hub's thread.
+protocol InotifySubscriber: AnyObject, Sendable {
+    /// The folders to watch, with their masks; may make missing folders first. Called again after every restart.
+    func folders() throws(ContainerError) -> [(path: String, mask: InotifyMask)]
+    /// An event on the folder at `index` in `folders()`; returns a reason to start over when a watch ended.
+    func handle(_ event: InotifyEvent, folder index: Int) -> String?
+    /// Events may have been missed (a restart, an overflow): everything watched must be scanned.
+    func rescan(_ reason: String, overflow: Bool)
+}
+
+/// The one thread of the process that talks to libinotifytools, which has one global, thread-unsafe instance: it
+/// serves every watcher of the process (one container or many), each a subscriber with its own folders. When a
+/// watched folder ends (deleted, moved, replaced), it starts over for all: cleanup, initialise, watch every
+/// subscriber's folders again, and ask each for a rescan. A subscriber whose folders cannot be watched is tried
+/// again at each wake, and the others go on.
+///
+/// Registrations are taken up when the thread next wakes: at once when it starts, else within the library's
+/// one-second wait.
+final class InotifyHub: Sendable {
+    static let shared = InotifyHub()
+
+    private struct Entry {
+        let subscriber: any InotifySubscriber
+        /// Signalled once the folders are watched, or watching them failed (`startError`).
+        let watched: DispatchSemaphore
+        var startError: ContainerError?
+        var isWatched = false
+        var isStarted = false
+    }
+
+    private struct State {
+        var entries: [ObjectIdentifier: Entry] = [:]
+        /// Watch descriptor → subscriber and the index of its folder.
+        var watches: [CInt: (subscriber: ObjectIdentifier, folder: Int)] = [:]
+        var removed: Set<ObjectIdentifier> = []
+        var running = false
+    }
+
+    private let state = Mutex(State())
+
+    /// Watches `subscriber`'s folders and returns once they are watched, so that nothing after is missed.
+    /// - Throws: what watching them threw the first time (the subscriber is then dropped).
+    func register(_ subscriber: any InotifySubscriber) throws(ContainerError) {
+        let id = ObjectIdentifier(subscriber)
+        let entry = Entry(subscriber: subscriber, watched: DispatchSemaphore(value: 0))
+        let start = state.withLock { state -> Bool in
+            state.entries[id] = entry
+            state.removed.remove(id)
+            defer { state.running = true }
+            return !state.running
+        }
+        if start {
+            let thread = Thread { [self] in run() }
+            thread.name = "inbox-inotify"
+            thread.start()
+        }
+        entry.watched.wait()
+        if let error = state.withLock({ $0.entries[id]?.startError }) {
+            state.withLock { _ = $0.entries.removeValue(forKey: id) }
+            throw error
+        }
+    }
+
+    /// Stops watching for `subscriber`; its folders are let go when the thread next wakes.
+    func unregister(_ subscriber: any InotifySubscriber) {
+        let id = ObjectIdentifier(subscriber)
+        state.withLock { state in
+            if state.entries.removeValue(forKey: id) != nil { state.removed.insert(id) }
+        }
+    }
+
+    private func run() {
+        var initialized = false
+        while true {
+            let work = state.withLock { state -> (stop: Bool, pending: [ObjectIdentifier], removed: Bool) in
+                if state.entries.isEmpty {
+                    // Under the lock: a registration that comes next starts a thread of its own, after this.
+                    Inotify.cleanup()
+                    state.running = false
+                    state.watches.removeAll()
+                    state.removed.removeAll()
+                    return (true, [], false)
+                }
+                let removed = !state.removed.isEmpty
+                state.removed.removeAll()
+                return (false, state.entries.filter { !$0.value.isWatched }.map(\.key), removed)
+            }
+            if work.stop { break }
+            if !initialized {
+                initialized = start(all: "start")
+            } else if work.removed {
+                // Removing one watch leaves the library's tables for the kernel's IN_IGNORED: start over.
+                initialized = start(all: "a watcher left")
+            } else {
+                for id in work.pending { watch(id, "watched again") }
+            }
+            let event: InotifyEvent?
+            do {
+                event = try Inotify.next(timeoutSeconds: 1)
+            } catch {
+                // A read error leaves the queue in doubt: start over, and let the scans find what was missed.
+                initialized = start(all: "inotify error: \(error)")
+                continue
+            }
+            guard let event else { continue }
+            if event.isOverflow {
+                for subscriber in subscribers() { subscriber.rescan("overflow", overflow: true) }
+                continue
+            }
+            let target = state.withLock { state -> (any InotifySubscriber, Int)? in
+                guard let watch = state.watches[event.watch], let entry = state.entries[watch.subscriber] else {
+                    return nil
+                }
+                return (entry.subscriber, watch.folder)
+            }
+            if let (subscriber, folder) = target, let reason = subscriber.handle(event, folder: folder) {
+                initialized = start(all: reason)
+            } else if target == nil, event.watchEnded {
+                initialized = start(all: "a watched folder ended")
+            }
+        }
+    }
+
+    /// Starts libinotifytools over and watches every subscriber's folders again; those watched before are asked
+    /// for a rescan. Returns whether the library is initialised.
+    private func start(all reason: String) -> Bool {
+        Inotify.cleanup()
+        state.withLock { state in
+            state.watches.removeAll()
+            for id in state.entries.keys { state.entries[id]?.isWatched = false }
+        }
+        do {
+            try Inotify.initialize()
+        } catch {
+            for id in state.withLock({ Array($0.entries.keys) }) { fail(id, error) }
+            return false
+        }
+        for id in state.withLock({ Array($0.entries.keys) }) { watch(id, reason) }
+        return true
+    }
+
+    /// Watches one subscriber's folders; one watched before is asked for a rescan, for `reason`. The first
+    /// failure is its registration's; a later one leaves it to be tried again at the next wake.
+    private func watch(_ id: ObjectIdentifier, _ reason: String) {
+        guard let subscriber = state.withLock({ $0.entries[id]?.subscriber }) else { return }
+        var added: [(CInt, Int)] = []
+        do throws(ContainerError) {
+            for (index, folder) in try subscriber.folders().enumerated() {
+                do {
+                    added.append((try Inotify.watch(folder.path, folder.mask), index))
+                } catch {
+                    throw error.failure("watch", folder.path)
+                }
+            }
+        } catch {
+            fail(id, error)
+            return
+        }
+        let entry = state.withLock { state -> Entry? in
+            for (watch, index) in added { state.watches[watch] = (id, index) }
+            state.entries[id]?.isWatched = true
+            defer { state.entries[id]?.isStarted = true }
+            return state.entries[id]
+        }
+        guard let entry else { return }
+        if entry.isStarted {
+            subscriber.rescan(reason, overflow: false)
+        } else {
+            entry.watched.signal()
+        }
+    }
+
+    /// A subscriber not yet started fails its registration; a started one is tried again later.
+    private func fail(_ id: ObjectIdentifier, _ error: ContainerError) {
+        let entry = state.withLock { state -> Entry? in
+            guard let entry = state.entries[id], !entry.isStarted else { return nil }
+            state.entries[id]?.startError = error
+            state.entries[id]?.isStarted = true
+            return entry
+        }
+        entry?.watched.signal()
+    }
+
+    private func subscribers() -> [any InotifySubscriber] {
+        state.withLock { $0.entries.values.map(\.subscriber) }
+    }
+}

@@ -1,0 +1,275 @@
+import AppContainer
+import Foundation
+import Glibc
+import Synchronization
+
+/// The watchers of many containers in one process (ARCHITECTURE.md, "Many containers"), as one system service
+/// serves every app's Inbox: every container under `root`, found as they are made and let go as they are
+/// removed, and the containers named. Each container has a watcher of its own (its own log, lock, checkpoint,
+/// preferences, cleanup and hooks) on a thread of its own; all share the process's one inotify thread. A
+/// container that fails (a broken seal, a full disk, a folder that cannot be written, another watcher holding
+/// it) is reported, its failure logged in it where its log can still be written, and tried again later with a
+/// growing pause; the others go on.
+public final class WatcherFleet: Sendable {
+    /// The folder whose sub-folders are containers; nil for the named containers only.
+    public let root: String?
+    /// Containers named, watched whether or not they lie under `root`.
+    public let containers: [String]
+    /// The options every watcher runs with (`report` gets each line prefixed with the container's path).
+    public let options: WatchOptions
+
+    /// The longest pause before a failed container is tried again.
+    static let longestPause: Duration = .seconds(60)
+
+    private struct Member {
+        var watcher: Watcher?
+        /// When to try (again) to start a watcher; nil while one runs.
+        var retryAt: ContinuousClock.Instant?
+        var pause: Duration = .milliseconds(100)
+    }
+
+    private struct State {
+        var members: [String: Member] = [:]
+        /// Names under `root` that an event mentioned, to look at.
+        var mentioned: Set<String> = []
+        var rescanRoot = true
+        var stopped = false
+        var running = 0
+    }
+
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+    private let allEnded = DispatchSemaphore(value: 0)
+    private let signalCatch = SignalCatch()
+
+    /// A fleet of the containers under `root` (when given) and of `containers`.
+    public init(root: String?, containers: [String] = [], options: WatchOptions = WatchOptions()) {
+        self.root = root
+        self.containers = containers
+        self.options = options
+    }
+
+    /// The containers served now: those whose watcher runs.
+    public var served: [String] {
+        state.withLock { $0.members.filter { $0.value.watcher != nil }.map(\.key).sorted() }
+    }
+
+    /// Asks every watcher to stop (each finishes the batch in hand) and `run` to return.
+    public func stop() {
+        let watchers = state.withLock { state -> [Watcher] in
+            state.stopped = true
+            return state.members.values.compactMap(\.watcher)
+        }
+        for watcher in watchers { watcher.stop() }
+        wake.signal()
+    }
+
+    /// Stops the fleet on SIGTERM and SIGINT until `run` returns, as `Watcher.stopOnTerminationSignals` does.
+    public func stopOnTerminationSignals() throws(ContainerError) {
+        try signalCatch.install(report: options.report) { [self] in stop() }
+    }
+
+    /// Serves the containers until `stop()`. Throws only when `root` cannot be watched.
+    public func run() throws(ContainerError) {
+        defer { signalCatch.release() }
+        let events: RootEvents?
+        if let root {
+            let subscriber = RootEvents(path: root, fleet: self)
+            try InotifyHub.shared.register(subscriber)
+            events = subscriber
+        } else {
+            events = nil
+        }
+        defer { if let events { InotifyHub.shared.unregister(events) } }
+        state.withLock { state in
+            for path in containers { state.members[path] = Member(retryAt: .now) }
+        }
+        while !state.withLock({ $0.stopped }) {
+            lookAtRoot()
+            startDue()
+            let next = state.withLock { $0.members.values.compactMap(\.retryAt).min() }
+            if let next {
+                let wait = max(.zero, next - .now)
+                _ = wake.wait(timeout: .now() + .milliseconds(Int(wait / .milliseconds(1)) + 1))
+            } else {
+                wake.wait()
+            }
+        }
+        // Every watcher finishes its batch and logs watch-stopped.
+        let running = state.withLock { $0.running }
+        for _ in 0..<running { allEnded.wait() }
+    }
+
+    /// Called by the root's events: `name` under the root was made, removed or renamed.
+    func mention(_ name: String) {
+        _ = state.withLock { $0.mentioned.insert(name) }
+        wake.signal()
+    }
+
+    /// Called by the root's events when events may have been missed.
+    func rescanRoot() {
+        state.withLock { $0.rescanRoot = true }
+        wake.signal()
+    }
+
+    /// Adds the folders under the root not yet known (each tried at once) and lets go of those gone.
+    private func lookAtRoot() {
+        guard let root else { return }
+        let (names, everything) = state.withLock { state in
+            defer {
+                state.mentioned.removeAll()
+                state.rescanRoot = false
+            }
+            return (state.mentioned, state.rescanRoot)
+        }
+        var present: Set<String> = []
+        if everything {
+            do {
+                let folder = try FileDescriptor(root, [.directory])
+                present = Set(try folder.entries().filter { !$0.isHidden }.map(\.string))
+            } catch {
+                report(root, "cannot read the folder of containers: \(error)")
+            }
+        }
+        let looked = everything ? present.union(names) : names
+        var gone: [Watcher] = []
+        state.withLock { state in
+            for name in looked {
+                let path = root + "/" + name
+                let isFolder = (try? fileStatus(in: currentDirectory, path))?.kind == .directory
+                if isFolder, state.members[path] == nil {
+                    state.members[path] = Member(retryAt: .now)
+                } else if !isFolder, let member = state.members.removeValue(forKey: path) {
+                    if let watcher = member.watcher { gone.append(watcher) }
+                }
+            }
+            if everything {
+                for path in state.members.keys where path.hasPrefix(root + "/") && !containers.contains(path) {
+                    if !present.contains(String(path.dropFirst(root.count + 1))),
+                        let watcher = state.members.removeValue(forKey: path)?.watcher
+                    {
+                        gone.append(watcher)
+                    }
+                }
+            }
+        }
+        for watcher in gone {
+            report(watcher.inbox.container.root, "removed: no longer watched")
+            watcher.stop()
+        }
+    }
+
+    /// Starts a watcher for each container whose time has come.
+    private func startDue() {
+        let due = state.withLock { state -> [String] in
+            let now = ContinuousClock.now
+            return state.members.filter { $0.value.retryAt.map { $0 <= now } ?? false }.map(\.key)
+        }
+        for path in due { start(path) }
+    }
+
+    private func start(_ path: String) {
+        let inbox: Inbox
+        do {
+            inbox = try Inbox(containerPath: path)
+        } catch {
+            // Not a container (yet: one being made), or not readable: looked at again later.
+            retryLater(path, error, quietly: error.code == .cannotCreate)
+            return
+        }
+        var options = self.options
+        if let report = self.options.report {
+            options.report = { @Sendable line in report("\(path): \(line)") }
+        }
+        let watcher = Watcher(inbox: inbox, options: options)
+        let started = state.withLock { state -> Bool in
+            guard !state.stopped, state.members[path] != nil else { return false }
+            state.members[path]?.watcher = watcher
+            state.members[path]?.retryAt = nil
+            state.running += 1
+            return true
+        }
+        guard started else { return }
+        Thread.detachNewThread { [self] in
+            var failure: ContainerError?
+            do throws(ContainerError) {
+                try watcher.run()
+            } catch {
+                failure = error
+            }
+            ended(path, watcher, failure)
+            allEnded.signal()
+        }
+    }
+
+    /// A watcher ended: on a failure, it is logged in its container (when its log can be written) and reported,
+    /// and the container is tried again later, unless it was removed or the fleet stops.
+    private func ended(_ path: String, _ watcher: Watcher, _ failure: ContainerError?) {
+        if let failure {
+            do {
+                try watcher.inbox.log.append(
+                    Event(
+                        .error,
+                        [
+                            "during": .string("watch"), "reason": .string(failure.message),
+                            "exit_status": .int(Int64(failure.code.rawValue)),
+                        ]),
+                    durable: true)
+            } catch {
+                report(path, "cannot log its failure in the container: \(error.message)")
+            }
+        }
+        let again = state.withLock { state -> Bool in
+            state.running -= 1
+            guard !state.stopped, state.members[path]?.watcher === watcher else { return false }
+            state.members[path]?.watcher = nil
+            return true
+        }
+        guard again else { return }
+        retryLater(path, failure ?? ContainerError(.failure, "the watcher stopped"), quietly: false)
+        wake.signal()
+    }
+
+    private func retryLater(_ path: String, _ error: ContainerError, quietly: Bool) {
+        let pause = state.withLock { state -> Duration? in
+            guard var member = state.members[path] else { return nil }
+            let pause = member.pause
+            member.retryAt = .now + pause
+            member.pause = min(pause * 2, Self.longestPause)
+            state.members[path] = member
+            return pause
+        }
+        if let pause, !quietly {
+            report(path, "\(error.message); trying again in \(pause.components.seconds) s")
+        }
+    }
+
+    private func report(_ path: String, _ line: String) {
+        options.report?("\(path): \(line)")
+    }
+}
+
+/// The events of a fleet's root folder: a sub-folder made, removed or renamed in or out.
+private final class RootEvents: InotifySubscriber {
+    let path: String
+    private let fleet: WatcherFleet
+
+    init(path: String, fleet: WatcherFleet) {
+        self.path = path
+        self.fleet = fleet
+    }
+
+    func folders() throws(ContainerError) -> [(path: String, mask: InotifyMask)] {
+        [(path, [.create, .delete, .movedFrom, .movedTo, .onlyDirectory, .dontFollow, .deleteSelf, .moveSelf])]
+    }
+
+    func handle(_ event: InotifyEvent, folder index: Int) -> String? {
+        if event.watchEnded { return "the folder of containers was replaced" }
+        if !event.name.isEmpty { fleet.mention(String(decoding: event.name, as: UTF8.self)) }
+        return nil
+    }
+
+    func rescan(_ reason: String, overflow: Bool) {
+        fleet.rescanRoot()
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `inbox watch --root DIR`: one process for every container under DIR (ARCHITECTURE.md, "Many containers"),
+/// found as they are made, let go as they are removed; a failing container is logged in it and on stderr while
+/// the others go on; the per-container lock keeps a single-container watcher and the fleet from both serving one.
+@Suite struct WatchRootTests {
+    /// `inbox watch --root ROOT --on-arrival move`.
+    private func startFleet(_ root: String) throws -> InboxProcess.Child {
+        try InboxProcess.start(["watch", "--root", root, "--on-arrival", "move"].map { Array($0.utf8) })
+    }
+
+    private func initContainer(_ path: String, _ extra: [String] = []) throws {
+        let result = try InboxProcess.run((["--container", path, "init"] + extra).map { Array($0.utf8) })
+        #expect(result.status == 0, "init \(path): \(result.stderr)")
+    }
+
+    /// Delivers a file named `name` into `container` and waits for the fleet to move it into Documents.
+    private func deliveredIsMoved(_ container: String, _ name: String, _ folder: TemporaryFolder) throws -> Bool {
+        let source = try folder.file("sources/" + name, "for \(container)")
+        let result = try InboxProcess.run("--container", container, "deliver", source)
+        #expect(result.status == 0, "\(result.stderr)")
+        return waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: container + "/Documents/" + name) }
+    }
+
+    private func started(_ container: String, atLeast count: Int = 1) -> Bool {
+        waitUntil(timeout: 30) { logRecords(container, event: "watch-started").count >= count }
+    }
+
+    @Test func containersMadeUnderTheRootAreServedAndOneRemovedLeavesTheOthers() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/apps"
+        for name in ["a", "b"] { try initContainer(root + "/" + name) }
+        let fleet = try startFleet(root)
+        defer { _ = fleet.terminate() }
+        #expect(started(root + "/a") && started(root + "/b"))
+        #expect(try deliveredIsMoved(root + "/a", "first.txt", folder))
+        #expect(try deliveredIsMoved(root + "/b", "second.txt", folder))
+
+        // A container made while the fleet runs.
+        try initContainer(root + "/c")
+        #expect(started(root + "/c"), "the new container is watched")
+        #expect(try deliveredIsMoved(root + "/c", "third.txt", folder))
+
+        // One removed: the others go on.
+        try FileManager.default.removeItem(atPath: root + "/a")
+        #expect(try deliveredIsMoved(root + "/b", "fourth.txt", folder))
+        #expect(try deliveredIsMoved(root + "/c", "fifth.txt", folder))
+
+        kill(fleet.pid, SIGTERM)
+        let result = try fleet.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains(root + "/a: removed"), "\(result.stderr)")
+        for name in ["b", "c"] {
+            #expect(logRecords(root + "/" + name, event: "watch-stopped").count == 1, "\(name) stopped cleanly")
+        }
+    }
+
+    @Test func aBrokenContainerAndOneHeldByAnotherWatcherLeaveTheOthersServed() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/apps"
+        try initContainer(root + "/good")
+        try initContainer(root + "/held")
+        // A sealed bundle, then changed: its watcher must not start (exit status 65).
+        try folder.file("Source.app/Info.plist", "<plist>info</plist>\n")
+        try initContainer(root + "/sealed", ["--app", "Mail", "--bundle", folder.path + "/Source.app"])
+        let plist = root + "/sealed/Mail.app/Info.plist"
+        chmod(plist, 0o644)
+        try Data("<plist>changed</plist>\n".utf8).write(to: URL(fileURLWithPath: plist))
+        // A watcher of its own holds `held`.
+        let single = try RunningWatcher(root + "/held")
+
+        let fleet = try startFleet(root)
+        defer { _ = fleet.terminate() }
+        #expect(started(root + "/good"))
+        #expect(try deliveredIsMoved(root + "/good", "report.txt", folder))
+        let failed = { (name: String, status: Int) in
+            waitUntil(timeout: 30) {
+                logRecords(root + "/" + name, event: "error").contains {
+                    $0["during"] as? String == "watch" && $0["exit_status"] as? Int == status
+                }
+            }
+        }
+        #expect(failed("sealed", 65), "the broken seal is logged in its container")
+        #expect(failed("held", 75), "the held container is logged busy")
+
+        // Once the single watcher stops, the fleet takes the container over.
+        #expect(try single.stop().status == 0)
+        #expect(started(root + "/held", atLeast: 2), "the fleet serves it after the single watcher")
+        #expect(try deliveredIsMoved(root + "/held", "later.txt", folder))
+
+        kill(fleet.pid, SIGTERM)
+        let result = try fleet.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains(root + "/sealed: "), "\(result.stderr)")
+        #expect(result.stderr.contains(root + "/held: "), "\(result.stderr)")
+    }
+}
