@@ -137,7 +137,7 @@ import Testing
         let slot = await InotifySlot.take()
         defer { withExtendedLifetime(slot) {} }
         let scratches = [try Scratch(), try Scratch()]
-        defer { scratches.forEach { $0.remove() } }
+        defer { for scratch in scratches { scratch.remove() } }
         var options = WatchOptions()
         options.onArrival = .move
         let watchers = scratches.map { Watcher(inbox: $0.inbox, options: options) }
