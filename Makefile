@@ -17,7 +17,7 @@ UNITDIR ?= $(PREFIX)/lib/systemd/system
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 # The units, as paths under systemd/: the services differ between the two managers, the path and timer do not.
 SYSTEM_UNITS = inbox-watch@.service inbox-drain@.service inbox-drain@.path inbox-drain@.timer
-USER_UNITS = user/inbox-watch@.service user/inbox-drain@.service inbox-drain@.path inbox-drain@.timer
+USER_UNITS = user/inbox-watch@.service user/inbox-watch-all.service user/inbox-drain@.service inbox-drain@.path inbox-drain@.timer
 # Extra flags for the build that make install installs, e.g. --static-swift-stdlib for a binary that does
 # not load the Swift runtime from the toolchain (the default build has it in its RUNPATH).
 INSTALL_SWIFTFLAGS ?=
