@@ -213,26 +213,29 @@ struct WatchCommand: Command {
                 throw ContainerError(.usage, "'--root' serves containers as they come: not with '--once'")
             }
             let fleet = WatcherFleet(root: root, options: options)
-            if lines != nil {
-                Thread.detachNewThread {
-                    Output.waitUntilReaderIsGone()
-                    fleet.stop()
-                }
-            }
-            try fleet.stopOnTerminationSignals()
-            try fleet.run()
+            try serve(
+                lines: lines != nil, stop: fleet.stop, catchSignals: fleet.stopOnTerminationSignals, run: fleet.run)
             return
         }
         let watcher = Watcher(inbox: try Inbox(containerPath: containerPath), options: options)
-        if lines != nil {
+        try serve(
+            lines: lines != nil, stop: watcher.stop, catchSignals: watcher.stopOnTerminationSignals, run: watcher.run)
+    }
+
+    /// Runs a watcher or a fleet until SIGTERM or SIGINT, or, with `lines`, until the reader of stdout is gone.
+    private static func serve(
+        lines: Bool, stop: @escaping @Sendable () -> Void, catchSignals: () throws(ContainerError) -> Void,
+        run: () throws(ContainerError) -> Void
+    ) throws(ContainerError) {
+        if lines {
             // While nothing arrives, no write would find the reader gone.
             Thread.detachNewThread {
                 Output.waitUntilReaderIsGone()
-                watcher.stop()
+                stop()
             }
         }
-        try watcher.stopOnTerminationSignals()
-        try watcher.run()
+        try catchSignals()
+        try run()
     }
 
     /// The format of the lines asked for by `--format`, `--verbose` or `-0`; nil when none is.

@@ -5,18 +5,6 @@ import Testing
 /// command line").
 @Suite struct CompletionsAndManTests {
     /// Runs `program ARGS…` to its end: status and standard output (standard error appended).
-    private func runProgram(_ program: String, _ arguments: [String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
 
     private func writeScript(_ shell: String, in folder: TemporaryFolder) throws -> String {
         let result = try InboxProcess.run("completions", shell)
@@ -27,7 +15,7 @@ import Testing
     /// What bash's `_inbox` offers for the words typed so far, the last one being completed.
     private func complete(_ script: String, _ words: [String]) throws -> [String] {
         let array = words.map { "'\($0)'" }.joined(separator: " ")
-        let (status, output) = try runProgram(
+        let (status, output) = try runMerged(
             "/bin/bash",
             [
                 "-c",
@@ -40,7 +28,7 @@ import Testing
     @Test func theBashScriptParsesAndCompletesCommandsOptionsAndWords() throws {
         let folder = try TemporaryFolder()
         let script = try writeScript("bash", in: folder)
-        let (status, output) = try runProgram("/bin/bash", ["-n", script])
+        let (status, output) = try runMerged("/bin/bash", ["-n", script])
         #expect(status == 0, "bash -n: \(output)")
         #expect(try complete(script, ["mo"]) == ["move"])
         #expect(try complete(script, ["ba"]).sorted() == ["backup", "backup-plan"])
@@ -74,10 +62,10 @@ import Testing
         let zsh = try requireShell("zsh")
         let folder = try TemporaryFolder()
         let script = try writeScript("zsh", in: folder)
-        let (parsed, parseErrors) = try runProgram(zsh, ["-n", script])
+        let (parsed, parseErrors) = try runMerged(zsh, ["-n", script])
         #expect(parsed == 0, "zsh -n: \(parseErrors)")
         // `source <(inbox completions zsh)` after compinit: no error, and inbox is completed by _inbox.
-        let (status, output) = try runProgram(
+        let (status, output) = try runMerged(
             zsh,
             [
                 "-f", "-c",
@@ -117,7 +105,7 @@ import Testing
             completes 'inbox ls d' 'inbox ls documents'
             zpty -d shell
             """#)
-        let (ran, results) = try runProgram(zsh, ["-f", driver])
+        let (ran, results) = try runMerged(zsh, ["-f", driver])
         #expect(ran == 0, "\(results)")
         #expect(
             results.split(separator: "\n") == [
@@ -132,7 +120,7 @@ import Testing
         let script = try writeScript("fish", in: folder)
         /// What fish offers for `line`: the first column of `complete -C`.
         func complete(_ line: String) throws -> [String] {
-            let (status, output) = try runProgram(
+            let (status, output) = try runMerged(
                 fish, ["--no-config", "-c", "source '\(script)'; and complete -C '\(line)'"])
             #expect(status == 0, "\(output)")
             return output.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }
@@ -166,7 +154,7 @@ import Testing
         #expect(page.status == 0)
         #expect(page.stdoutText.hasPrefix(".TH INBOX 1"))
         let file = try folder.file("inbox.1", page.stdoutText)
-        let (status, rendered) = try runProgram("/usr/bin/env", ["MANWIDTH=100", "man", "-l", file])
+        let (status, rendered) = try runMerged("/usr/bin/env", ["MANWIDTH=100", "man", "-l", file])
         #expect(status == 0, "\(rendered)")
         #expect(!rendered.contains("warning"), "\(rendered)")
         for text in [

@@ -47,17 +47,7 @@ import Testing
         else {
             throw MissingTool(description: "systemd-analyze is missing: apt-get install systemd (make deps does)")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        return try runMerged(program, arguments, environment: environment)
     }
 
     /// Copies `units` into `folder` as `make install` does, ExecStart pointed at the built binary; the paths

@@ -92,3 +92,19 @@ func renameAll(from source: String, into target: String) throws {
         }
     }
 }
+
+/// Runs a program to its end: its exit status and its output, stdout and stderr together.
+func runMerged(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (Int32, String)
+{
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: program)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}

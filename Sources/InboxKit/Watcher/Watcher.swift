@@ -160,7 +160,10 @@ public final class Watcher: Sendable {
         var nextRescan = ContinuousClock.now + options.rescanInterval
         while true {
             let wake = min(nextRescan, pipeline.nextRetry ?? nextRescan)
-            var batch = queue.take(timeout: min(.seconds(1), max(.zero, wake - .now)))
+            // Asleep until something is queued or due: an idle watcher costs no CPU (`once` looks each second
+            // whether what it waits for is written).
+            let untilDue = max(.zero, wake - .now)
+            var batch = queue.take(timeout: options.once ? min(.seconds(1), untilDue) : untilDue)
             batch.names += try pipeline.dueRetries()
             if batch.overflows > 0 {
                 try inbox.log.append(Event(.overflow, ["count": .int(Int64(batch.overflows))]))

@@ -136,7 +136,13 @@ public final class WatcherFleet: Sendable {
         state.withLock { state in
             for name in looked {
                 let path = root + "/" + name
-                let isFolder = (try? fileStatus(in: currentDirectory, path))?.kind == .directory
+                let isFolder: Bool
+                do {
+                    isFolder = try fileStatusIfPresent(in: currentDirectory, path)?.kind == .directory
+                } catch {
+                    // Unreadable for now: a watcher it has goes on.
+                    continue
+                }
                 if isFolder, state.members[path] == nil {
                     state.members[path] = Member(retryAt: .now)
                 } else if !isFolder, let member = state.members.removeValue(forKey: path) {
