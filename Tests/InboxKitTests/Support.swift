@@ -139,8 +139,9 @@ func onThreads(_ count: Int, _ body: @escaping @Sendable (Int) -> Void) async {
     }
 }
 
-/// The process's one libinotifytools instance, for tests of every target that run a lasting watcher in-process:
-/// a `flock` on a fixed file, held while the value lives (the same helper is in LibraryAPITests).
+/// One lasting in-process watcher at a time across test targets (they share the process's inotify thread, whose
+/// restarts rescan every watcher): a `flock` on a fixed file, held while the value lives (the same helper is in
+/// LibraryAPITests).
 final class InotifySlot {
     private let fd: CInt
 

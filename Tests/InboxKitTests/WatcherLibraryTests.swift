@@ -6,7 +6,7 @@ import Synchronization
 import Testing
 
 /// The watcher as a library user runs it: in-process, with a handler and the stream of arrivals.
-/// Serialized: libinotifytools has one global instance, so a process runs one watcher at a time.
+/// Serialized: one lasting in-process watcher at a time (`InotifySlot`), but for the test of two.
 @Suite(.serialized) struct WatcherLibraryTests {
     /// Moves PDFs into Documents, deletes `.tmp` files, keeps the rest, and remembers what it saw.
     final class Sorter: ArrivalHandler {

@@ -1,7 +1,8 @@
 import Glibc
 
-/// The process's one libinotifytools instance, for tests of every target that run a lasting watcher in-process:
-/// a `flock` on a fixed file, held while the value lives (the same helper is in InboxKitTests).
+/// One lasting in-process watcher at a time across test targets (they share the process's inotify thread, whose
+/// restarts rescan every watcher): a `flock` on a fixed file, held while the value lives (the same helper is in
+/// InboxKitTests).
 final class InotifySlot {
     private let fd: CInt
 

@@ -100,6 +100,11 @@ final class InotifyHub: Sendable {
             } else {
                 for id in work.pending { watch(id, "watched again") }
             }
+            guard initialized else {
+                // No inotify instance to be had (the user's limit of instances, say): try again shortly.
+                usleep(100_000)
+                continue
+            }
             let event: InotifyEvent?
             do {
                 event = try Inotify.next(timeoutSeconds: 1)

@@ -95,9 +95,8 @@ public final class WatcherFleet: Sendable {
                 wake.wait()
             }
         }
-        // Every watcher finishes its batch and logs watch-stopped.
-        let running = state.withLock { $0.running }
-        for _ in 0..<running { allEnded.wait() }
+        // Every watcher finishes its batch and logs watch-stopped. (Watchers that ended before signalled too.)
+        while state.withLock({ $0.running }) > 0 { allEnded.wait() }
     }
 
     /// Called by the root's events: `name` under the root was made, removed or renamed.
