@@ -4,7 +4,10 @@ import InboxKit
 /// The arguments of one command, parsed by hand: flags, options with values, and positionals (raw bytes).
 struct Arguments {
     var flags: Set<String> = []
+    /// Each option's value; the last one when it is given more than once (`repeated` has them all).
     var values: [String: [UInt8]] = [:]
+    /// Every value of each option, in order.
+    var repeated: [String: [[UInt8]]] = [:]
     var positionals: [[UInt8]] = []
 
     /// What a command accepts.
@@ -37,6 +40,7 @@ struct Arguments {
                     throw ContainerError(.usage, "'\(key)' needs a value")
                 }
                 values[key] = value
+                repeated[key, default: []].append(value)
             } else {
                 throw Arguments.unknownOption(key, among: spec.flags.union(spec.valued).union(["--help"]).sorted())
             }
@@ -70,6 +74,12 @@ struct Arguments {
             return (short, Array(word[2...]))
         }
         return (String(decoding: word, as: UTF8.self), nil)
+    }
+
+    /// Every value given to `key`, in order, each once.
+    func strings(_ key: String) -> [String] {
+        var seen: Set<String> = []
+        return (repeated[key] ?? []).map { String(decoding: $0, as: UTF8.self) }.filter { seen.insert($0).inserted }
     }
 
     func string(_ key: String) -> String? {

@@ -17,10 +17,13 @@ protocol Command {
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError)
     /// The container when `--container` is not given.
     static func defaultContainerPath() throws(ContainerError) -> String
+    /// Whether `--container` may name several containers (`arguments.strings("--container")` has them all).
+    static var servesSeveralContainers: Bool { get }
 }
 
 extension Command {
     static func defaultContainerPath() throws(ContainerError) -> String { Container.defaultPath() }
+    static var servesSeveralContainers: Bool { false }
 
     /// The command's help, fitted to the terminal (ARCHITECTURE.md, "The command line").
     static var help: String {

@@ -159,7 +159,11 @@ struct WatchCommand: Command {
     static let options = [
         (
             "--root DIR",
-            "watch every container under DIR (each folder in it), in one process, picking up containers made or removed while it runs; --container is then ignored"
+            "watch every container under DIR (each folder in it), in one process, picking up containers made or removed while it runs"
+        ),
+        (
+            "--container DIR ...",
+            "given more than once, or with --root: watch each container named, in one process"
         ),
         ("--on-arrival keep|move", "keep arrivals in the Inbox (default) or move each into Documents"),
         (
@@ -180,6 +184,7 @@ struct WatchCommand: Command {
     static let spec = Arguments.Spec(
         flags: ["--once", "--verbose", "-0"],
         valued: ["--root", "--on-arrival", "--exec", "--hook-timeout", "--jobs", "--format"])
+    static let servesSeveralContainers = true
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         var options = WatchOptions()
@@ -208,11 +213,17 @@ struct WatchCommand: Command {
                     lines.lines(arrivals, time: .now(), escaped: escaped, terminator: nulTerminated ? 0 : 0x0A))
             }
         }
-        if let root = arguments.string("--root") {
+        let root = arguments.string("--root")
+        let named = arguments.strings("--container")
+        if root != nil || named.count > 1 {
             guard !options.once else {
-                throw ContainerError(.usage, "'--root' serves containers as they come: not with '--once'")
+                throw ContainerError(
+                    .usage,
+                    root != nil
+                        ? "'--root' serves containers as they come: not with '--once'"
+                        : "'--once' handles one container: name one '--container'")
             }
-            let fleet = WatcherFleet(root: root, options: options)
+            let fleet = WatcherFleet(root: root, containers: named, options: options)
             try serve(
                 lines: lines != nil, stop: fleet.stop, catchSignals: fleet.stopOnTerminationSignals, run: fleet.run)
             return

@@ -15,7 +15,8 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
 
 @MainActor func runInbox(_ words: [[UInt8]]) -> Int32 {
     var rest = words[...]
-    var containerPath: String?
+    /// The `--container` values before the command.
+    var containerPaths: [[UInt8]] = []
     var command: (any Command.Type)?
     do throws(ContainerError) {
         while let word = rest.first, command == nil {
@@ -23,9 +24,9 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
             rest.removeFirst()
             if text == "--container" {
                 guard let value = rest.popFirst() else { throw ContainerError(.usage, "'--container' needs a folder") }
-                containerPath = String(decoding: value, as: UTF8.self)
+                containerPaths.append(value)
             } else if text.hasPrefix("--container=") {
-                containerPath = String(text.dropFirst("--container=".count))
+                containerPaths.append(Array(word.dropFirst("--container=".count)))
             } else if isHelp(word) {
                 Output.line(Help.overview)
                 return 0
@@ -46,8 +47,13 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
         }
         var spec = command.spec
         spec.valued.insert("--container")
-        let arguments = try Arguments(rest, spec: spec)
-        var path = arguments.string("--container") ?? containerPath
+        var arguments = try Arguments(rest, spec: spec)
+        arguments.repeated["--container", default: []].insert(contentsOf: containerPaths, at: 0)
+        let named = arguments.strings("--container")
+        guard named.count <= 1 || command.servesSeveralContainers else {
+            throw ContainerError(.usage, "'--container' names one container here; only watch serves several")
+        }
+        var path = named.last
         if path == nil { path = try command.defaultContainerPath() }
         try command.run(arguments, containerPath: path ?? "")
         return 0

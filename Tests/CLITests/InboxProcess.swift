@@ -40,12 +40,15 @@ struct InboxProcess {
         try run(arguments.map { Array($0.utf8) }, input: Array(input.utf8), environment: environment)
     }
 
-    /// A running `inbox` process with pipes to its standard streams.
+    /// A running `inbox` process with pipes to its standard streams. Each pipe is closed once (its field is then
+    /// -1): closing a number twice could close a descriptor another test's thread has since been given.
     final class Child {
         let pid: pid_t
-        let stdin: CInt
+        private(set) var stdin: CInt
         private(set) var stdout: CInt
-        let stderr: CInt
+        private(set) var stderr: CInt
+        /// Set once the process is reaped: its number may then be another process's.
+        private var reaped: Int32?
 
         init(pid: pid_t, stdin: CInt, stdout: CInt, stderr: CInt) {
             self.pid = pid
@@ -57,7 +60,7 @@ struct InboxProcess {
         /// Writes `input`, closes stdin, reads both outputs to their end and waits for the exit status.
         func finish(input: [UInt8] = []) throws -> Result {
             _ = input.withUnsafeBytes { write(stdin, $0.baseAddress, $0.count) }
-            close(stdin)
+            closeOnce(&stdin)
             var outputs: [[UInt8]] = [[], []]
             var open = [stdout, stderr]
             var buffer = [UInt8](repeating: 0, count: 65536)
@@ -94,8 +97,12 @@ struct InboxProcess {
 
         /// Closes the reading end of stdout, as `head` does once it has its line.
         func closeStdout() {
-            close(stdout)
-            stdout = -1
+            closeOnce(&stdout)
+        }
+
+        private func closeOnce(_ fd: inout CInt) {
+            if fd >= 0 { close(fd) }
+            fd = -1
         }
 
         /// The exit status once the process has exited, or nil if it is still running at the deadline.
@@ -105,10 +112,11 @@ struct InboxProcess {
             while Date() < deadline {
                 let result = waitpid(pid, &status, WNOHANG)
                 if result == pid {
-                    close(stdin)
-                    if stdout >= 0 { close(stdout) }
-                    close(stderr)
-                    return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+                    closeOnce(&stdin)
+                    closeOnce(&stdout)
+                    closeOnce(&stderr)
+                    reaped = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+                    return reaped
                 }
                 var interval = timespec(tv_sec: 0, tv_nsec: 10_000_000)
                 nanosleep(&interval, nil)
@@ -117,17 +125,21 @@ struct InboxProcess {
         }
 
         func terminate() -> Int32 {
+            if let reaped { return reaped }
             kill(pid, SIGTERM)
-            close(stdin)
+            closeOnce(&stdin)
             return waitForExit()
         }
 
         private func waitForExit() -> Int32 {
+            if let reaped { return reaped }
             var status: CInt = 0
             while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
-            if stdout >= 0 { close(stdout) }
-            close(stderr)
-            return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            closeOnce(&stdout)
+            closeOnce(&stderr)
+            let exit = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            reaped = exit
+            return exit
         }
 
     }

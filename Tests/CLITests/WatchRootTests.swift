@@ -43,8 +43,13 @@ import Testing
         #expect(started(root + "/c"), "the new container is watched")
         #expect(try deliveredIsMoved(root + "/c", "third.txt", folder))
 
-        // One removed: the others go on.
-        try FileManager.default.removeItem(atPath: root + "/a")
+        // One removed: the others go on. Its watcher may still write in it (a failure logged, a folder made
+        // again) until the fleet sees it go, so `rm -rf` is tried until the folder is gone.
+        let removed = waitUntil(timeout: 30) {
+            (try? FileManager.default.removeItem(atPath: root + "/a")) != nil
+                || !FileManager.default.fileExists(atPath: root + "/a")
+        }
+        #expect(removed, "the container could be removed")
         #expect(try deliveredIsMoved(root + "/b", "fourth.txt", folder))
         #expect(try deliveredIsMoved(root + "/c", "fifth.txt", folder))
 
@@ -95,5 +100,37 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains(root + "/sealed: "), "\(result.stderr)")
         #expect(result.stderr.contains(root + "/held: "), "\(result.stderr)")
+    }
+
+    @Test func severalContainerFlagsAreServedInOneProcessAndOnlyByWatch() throws {
+        let folder = try TemporaryFolder()
+        let first = folder.path + "/one"
+        let second = folder.path + "/elsewhere/two"
+        let third = folder.path + "/apps/three"
+        for path in [first, second, third] { try initContainer(path) }
+        // One before the command, one after it, and one under a root.
+        let fleet = try InboxProcess.start(
+            [
+                "--container", first, "watch", "--container", second, "--root", folder.path + "/apps", "--on-arrival",
+                "move",
+            ]
+            .map { Array($0.utf8) })
+        defer { _ = fleet.terminate() }
+        #expect(started(first) && started(second) && started(third))
+        #expect(try deliveredIsMoved(first, "a.txt", folder))
+        #expect(try deliveredIsMoved(second, "b.txt", folder))
+        #expect(try deliveredIsMoved(third, "c.txt", folder))
+        kill(fleet.pid, SIGTERM)
+        #expect(try fleet.finish().status == 0)
+        for path in [first, second, third] { #expect(logRecords(path, event: "watch-stopped").count == 1) }
+
+        // Another command names one container; the same one twice is one.
+        let status = try InboxProcess.run("--container", first, "--container", second, "status")
+        #expect(status.status == 64)
+        #expect(status.stderr.hasPrefix("inbox: '--container' names one container here; only watch serves several"))
+        #expect(try InboxProcess.run("--container", first, "status", "--container", first).status == 0)
+        // `--once` drains one container.
+        let once = try InboxProcess.run("--container", first, "--container", second, "watch", "--once")
+        #expect(once.status == 64 && once.stderr.contains("'--once' handles one container"), "\(once.stderr)")
     }
 }

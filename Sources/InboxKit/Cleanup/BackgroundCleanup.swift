@@ -3,43 +3,114 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// The cleanup policy applied for a watcher on a thread of its own: once at the start, then every `interval`.
-/// A large clean never delays an arrival; the clean and the arrival pipeline agree through the names the
-/// clean sets aside (`CleanupJournal`).
+/// The cleanup policy applied for the process's watchers on one thread of its own (one watcher or a fleet of
+/// them): for each, once when its start-up scan is done, then every `interval`. A large clean never delays an
+/// arrival; the clean and the arrival pipeline agree through the names the clean sets aside
+/// (`CleanupJournal`). The thread runs while there are watchers to clean for.
 final class BackgroundCleanup: Sendable {
-    private let stopped = Atomic<Bool>(false)
-    private let wake = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    static let shared = BackgroundCleanup()
 
-    /// Starts cleaning for `watcher`; with `once`, cleans a single time.
-    static func start(_ watcher: Watcher, interval: Duration, once: Bool) -> BackgroundCleanup {
-        let cleanup = BackgroundCleanup()
-        let thread = Thread {
-            defer { cleanup.finished.signal() }
-            while !cleanup.isStopped(watcher) {
-                watcher.applyCleanupPolicy(shouldStop: { cleanup.isStopped(watcher) })
-                if once { break }
-                _ = cleanup.wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(interval)))
-            }
+    /// One watcher's cleaning.
+    final class Job: Sendable {
+        fileprivate let watcher: Watcher
+        fileprivate let interval: Duration
+        fileprivate let once: Bool
+        fileprivate let stopped = Atomic<Bool>(false)
+        fileprivate let finished = DispatchSemaphore(value: 0)
+        private let schedule: BackgroundCleanup
+
+        fileprivate init(_ watcher: Watcher, _ interval: Duration, _ once: Bool, _ schedule: BackgroundCleanup) {
+            self.watcher = watcher
+            self.interval = interval
+            self.once = once
+            self.schedule = schedule
         }
-        thread.stackSize = 1 << 20
-        thread.start()
-        return cleanup
+
+        fileprivate var isStopped: Bool {
+            stopped.load(ordering: .relaxed) || watcher.queue.isStopped
+        }
+
+        /// Waits until the job is over: its clean under way completed when `waiting` (with `once`, its one
+        /// clean), else after telling it to stop (between entries). Calling it again returns at once.
+        func finish(waiting: Bool) {
+            if !waiting {
+                stopped.store(true, ordering: .relaxed)
+                schedule.drop(self)
+            }
+            finished.wait()
+            finished.signal()
+        }
     }
 
-    /// Waits for the thread to end: for the clean under way to complete when `waiting`, else after telling
-    /// it to stop (between entries). Calling it again returns at once.
-    func finish(waiting: Bool) {
-        if !waiting {
-            stopped.store(true, ordering: .relaxed)
+    private struct State {
+        var jobs: [(job: Job, due: ContinuousClock.Instant)] = []
+        /// The job whose clean is under way.
+        var cleaning: Job?
+        var threadRuns = false
+    }
+
+    private let state = Mutex(State())
+    private let wake = DispatchSemaphore(value: 0)
+
+    /// Starts cleaning for `watcher` at once; with `once`, a single time.
+    func add(_ watcher: Watcher, interval: Duration, once: Bool) -> Job {
+        let job = Job(watcher, interval, once, self)
+        let start = state.withLock { state -> Bool in
+            state.jobs.append((job, .now))
+            defer { state.threadRuns = true }
+            return !state.threadRuns
+        }
+        if start {
+            let thread = Thread { [self] in run() }
+            thread.stackSize = 1 << 20
+            thread.start()
+        } else {
             wake.signal()
         }
-        finished.wait()
-        finished.signal()
+        return job
     }
 
-    private func isStopped(_ watcher: Watcher) -> Bool {
-        stopped.load(ordering: .relaxed) || watcher.queue.isStopped
+    /// Takes a stopped job off the list, unless its clean is under way (the thread then ends it).
+    private func drop(_ job: Job) {
+        let dropped = state.withLock { state -> Bool in
+            guard state.cleaning !== job, let index = state.jobs.firstIndex(where: { $0.job === job }) else {
+                return false
+            }
+            state.jobs.remove(at: index)
+            return true
+        }
+        if dropped { job.finished.signal() }
+    }
+
+    private func run() {
+        while true {
+            // The job due first is cleaned for when its time comes; the thread ends with the last job.
+            let next = state.withLock { state -> (job: Job, due: ContinuousClock.Instant)? in
+                guard let next = state.jobs.min(by: { $0.due < $1.due }) else {
+                    state.threadRuns = false
+                    return nil
+                }
+                if next.due <= .now { state.cleaning = next.job }
+                return next
+            }
+            guard let (job, due) = next else { return }
+            if due > .now {
+                _ = wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(due - .now)))
+                continue
+            }
+            if !job.isStopped { job.watcher.applyCleanupPolicy(shouldStop: { job.isStopped }) }
+            let over = state.withLock { state -> Bool in
+                state.cleaning = nil
+                guard let index = state.jobs.firstIndex(where: { $0.job === job }) else { return false }
+                if job.once || job.isStopped {
+                    state.jobs.remove(at: index)
+                    return true
+                }
+                state.jobs[index].due = .now + job.interval
+                return false
+            }
+            if over { job.finished.signal() }
+        }
     }
 
     /// `interval` in nanoseconds, at least one millisecond and at most a year.

@@ -23,6 +23,11 @@ final class InboxEvents: InotifySubscriber {
         try InotifyHub.shared.register(self)
     }
 
+    /// Returns at once; `watched` is told on the hub's thread once the Inbox is watched (nil) or could not be.
+    func start(watched: @escaping @Sendable (ContainerError?) -> Void) {
+        InotifyHub.shared.register(self, watched: watched)
+    }
+
     func stop() {
         InotifyHub.shared.unregister(self)
     }

@@ -27,9 +27,8 @@ final class InotifyHub: Sendable {
 
     private struct Entry {
         let subscriber: any InotifySubscriber
-        /// Signalled once the folders are watched, or watching them failed (`startError`).
-        let watched: DispatchSemaphore
-        var startError: ContainerError?
+        /// Called once the folders are first watched (nil), or watching them failed (then the entry is dropped).
+        let watched: @Sendable (ContainerError?) -> Void
         var isWatched = false
         var isStarted = false
     }
@@ -47,10 +46,23 @@ final class InotifyHub: Sendable {
     /// Watches `subscriber`'s folders and returns once they are watched, so that nothing after is missed.
     /// - Throws: what watching them threw the first time (the subscriber is then dropped).
     func register(_ subscriber: any InotifySubscriber) throws(ContainerError) {
+        let outcome = Mutex<ContainerError?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        register(subscriber) { error in
+            outcome.withLock { $0 = error }
+            done.signal()
+        }
+        done.wait()
+        if let error = outcome.withLock({ $0 }) { throw error }
+    }
+
+    /// Watches `subscriber`'s folders when the thread next wakes, and returns at once; `watched` is called on the
+    /// hub's thread once they are (nil), or with what watching them threw the first time (the subscriber is then
+    /// dropped).
+    func register(_ subscriber: any InotifySubscriber, watched: @escaping @Sendable (ContainerError?) -> Void) {
         let id = ObjectIdentifier(subscriber)
-        let entry = Entry(subscriber: subscriber, watched: DispatchSemaphore(value: 0))
         let start = state.withLock { state -> Bool in
-            state.entries[id] = entry
+            state.entries[id] = Entry(subscriber: subscriber, watched: watched)
             state.removed.remove(id)
             defer { state.running = true }
             return !state.running
@@ -59,11 +71,6 @@ final class InotifyHub: Sendable {
             let thread = Thread { [self] in run() }
             thread.name = "inbox-inotify"
             thread.start()
-        }
-        entry.watched.wait()
-        if let error = state.withLock({ $0.entries[id]?.startError }) {
-            state.withLock { _ = $0.entries.removeValue(forKey: id) }
-            throw error
         }
     }
 
@@ -177,7 +184,7 @@ final class InotifyHub: Sendable {
         if entry.isStarted {
             subscriber.rescan(reason, overflow: false)
         } else {
-            entry.watched.signal()
+            entry.watched(nil)
         }
     }
 
@@ -185,11 +192,10 @@ final class InotifyHub: Sendable {
     private func fail(_ id: ObjectIdentifier, _ error: ContainerError) {
         let entry = state.withLock { state -> Entry? in
             guard let entry = state.entries[id], !entry.isStarted else { return nil }
-            state.entries[id]?.startError = error
-            state.entries[id]?.isStarted = true
+            state.entries.removeValue(forKey: id)
             return entry
         }
-        entry?.watched.signal()
+        entry?.watched(error)
     }
 
     private func subscribers() -> [any InotifySubscriber] {

@@ -122,86 +122,23 @@ public final class Watcher: Sendable {
     /// Runs until `stop()` (or, with `once`, until the Inbox has been handled). Only one watcher runs per
     /// container: a second fails with exit status 75.
     public func run() throws(ContainerError) {
-        // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
-        try AppBundle(container: inbox.container).checkSeal()
         defer { signalCatch.release() }
-        let lock = try WatcherLock(container: inbox.container)
-        defer { withExtendedLifetime(lock) {} }
-        // One-time setup and the cleanup policy run beside the watcher; `--once` waits for them, a stop
-        // interrupts them.
-        let setup = BackgroundSetup.start(inbox, report: { [self] in report($0) })
-        defer { setup?.finish(waiting: false) }
-        inbox.recoverInterruptedMoves()
-        Watcher.ignoreLeaseBreakSignal()
-        let pipeline = try ArrivalPipeline(watcher: self)
-        try pipeline.recoverInterruptedBatch()
-        // `once` reads the folder and never inotify.
-        var events: InboxEvents?
-        if !options.once {
-            let subscription = InboxEvents(inboxPath: inbox.container.path(.inbox), queue: queue)
-            try subscription.start()
-            events = subscription
+        let session = try WatchSession(self, start: .blocking)
+        // Asleep until something is queued or due: an idle watcher costs no CPU.
+        while try session.turn() {
+            queue.wait(until: session.nextWake)
         }
-        try inbox.log.append(
-            Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(options.onArrival.rawValue)]),
-            durable: true)
-        SystemdNotify.send("READY=1")
-        report("watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(options.onArrival.rawValue))")
-        defer {
-            events?.stop()
-            continuation.finish()
-        }
-        // The cleanup policy starts once the start-up scan has handled the Inbox: it never deletes an item that
-        // has not arrived, nor one whose move was just decided.
-        var cleanup: BackgroundCleanup?
-        defer { cleanup?.finish(waiting: false) }
-        queue.requestRescan("start-up")
-        let started = ContinuousClock.now
-        var nextRescan = ContinuousClock.now + options.rescanInterval
-        while true {
-            let wake = min(nextRescan, pipeline.nextRetry ?? nextRescan)
-            // Asleep until something is queued or due: an idle watcher costs no CPU (`once` looks each second
-            // whether what it waits for is written).
-            let untilDue = max(.zero, wake - .now)
-            var batch = queue.take(timeout: options.once ? min(.seconds(1), untilDue) : untilDue)
-            batch.names += try pipeline.dueRetries()
-            if batch.overflows > 0 {
-                try inbox.log.append(Event(.overflow, ["count": .int(Int64(batch.overflows))]))
-                report("inotify queue overflowed; rescanning the Inbox")
-            }
-            let handle = { (names: [FileName]) throws(ContainerError) in
-                let arrivals = try pipeline.process(names)
-                if !arrivals.isEmpty, let onSettled = self.options.onSettled, !onSettled(arrivals) { self.stop() }
-                for arrival in arrivals { self.continuation.yield(arrival) }
-            }
-            var start = 0
-            while start < batch.names.count && !queue.isStopped {
-                let end = min(batch.names.count, start + options.maxBatch)
-                try handle(Array(batch.names[start..<end]))
-                start = end
-            }
-            let reason = batch.rescan ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
-            if let reason, !queue.isStopped {
-                try pipeline.scan(reason: reason, stop: { queue.isStopped }, handle: handle)
-                nextRescan = .now + options.rescanInterval
-                if cleanup == nil, !queue.isStopped, let interval = options.cleanInterval {
-                    cleanup = BackgroundCleanup.start(self, interval: interval, once: options.once)
-                }
-            }
-            if queue.isStopped { break }
-            // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
-            if options.once && (pipeline.busy.isEmpty || ContinuousClock.now > started + Self.onceWaitForWriters) {
-                break
-            }
-        }
-        setup?.finish(waiting: options.once && !queue.isStopped)
-        cleanup?.finish(waiting: options.once && !queue.isStopped)
-        SystemdNotify.send("STOPPING=1")
-        try pipeline.saveCheckpoint()
-        try inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)
-        report("stopped")
-        // `--once`: the status of the first item left where it was (ARCHITECTURE.md, "No silent failure").
-        if options.once, let failure = pipeline.firstFailure { throw failure }
+        try session.close()
+    }
+
+    /// Hands a batch's arrivals to the `arrivals` stream.
+    func deliver(_ arrivals: [Arrival]) {
+        for arrival in arrivals { continuation.yield(arrival) }
+    }
+
+    /// Ends the `arrivals` stream.
+    func finishArrivals() {
+        continuation.finish()
     }
 
     /// How long `once` waits for files still being written before it leaves them for the next run.
@@ -209,7 +146,7 @@ public final class Watcher: Sendable {
 
     /// The kernel tells a lease holder of a break with SIGIO, whose default action ends the process: where
     /// nobody handles it, it is ignored (the pipeline asks the lease itself).
-    private static func ignoreLeaseBreakSignal() {
+    static func ignoreLeaseBreakSignal() {
         var current = sigaction()
         guard sigaction(SIGIO, nil, &current) == 0, current.__sigaction_handler.sa_handler == nil else { return }
         signal(SIGIO, SIG_IGN)

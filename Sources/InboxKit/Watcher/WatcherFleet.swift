@@ -6,7 +6,8 @@ import Synchronization
 /// The watchers of many containers in one process (ARCHITECTURE.md, "Many containers"), as one system service
 /// serves every app's Inbox: every container under `root`, found as they are made and let go as they are
 /// removed, and the containers named. Each container has a watcher of its own (its own log, lock, checkpoint,
-/// preferences, cleanup and hooks) on a thread of its own; all share the process's one inotify thread. A
+/// preferences, cleanup and hooks); their turns are taken by a few shared threads, their cleanups by one, and
+/// all share the process's one inotify thread. A
 /// container that fails (a broken seal, a full disk, a folder that cannot be written, another watcher holding
 /// it) is reported, its failure logged in it where its log can still be written, and tried again later with a
 /// growing pause; the others go on.
@@ -41,6 +42,7 @@ public final class WatcherFleet: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let allEnded = DispatchSemaphore(value: 0)
     private let signalCatch = SignalCatch()
+    private let pool = WatchPool()
 
     /// A fleet of the containers under `root` (when given) and of `containers`.
     public init(root: String?, containers: [String] = [], options: WatchOptions = WatchOptions()) {
@@ -97,6 +99,7 @@ public final class WatcherFleet: Sendable {
         }
         // Every watcher finishes its batch and logs watch-stopped. (Watchers that ended before signalled too.)
         while state.withLock({ $0.running }) > 0 { allEnded.wait() }
+        pool.close()
     }
 
     /// Called by the root's events: `name` under the root was made, removed or renamed.
@@ -131,7 +134,8 @@ public final class WatcherFleet: Sendable {
             }
         }
         let looked = everything ? present.union(names) : names
-        var gone: [Watcher] = []
+        // Each container let go, with its watcher when one runs.
+        var gone: [(path: String, watcher: Watcher?)] = []
         state.withLock { state in
             for name in looked {
                 let path = root + "/" + name
@@ -145,22 +149,22 @@ public final class WatcherFleet: Sendable {
                 if isFolder, state.members[path] == nil {
                     state.members[path] = Member(retryAt: .now)
                 } else if !isFolder, let member = state.members.removeValue(forKey: path) {
-                    if let watcher = member.watcher { gone.append(watcher) }
+                    gone.append((path, member.watcher))
                 }
             }
             if everything {
                 for path in state.members.keys where path.hasPrefix(root + "/") && !containers.contains(path) {
                     if !present.contains(String(path.dropFirst(root.count + 1))),
-                        let watcher = state.members.removeValue(forKey: path)?.watcher
+                        let member = state.members.removeValue(forKey: path)
                     {
-                        gone.append(watcher)
+                        gone.append((path, member.watcher))
                     }
                 }
             }
         }
-        for watcher in gone {
-            report(watcher.inbox.container.root, "removed: no longer watched")
-            watcher.stop()
+        for (path, watcher) in gone {
+            report(path, "removed: no longer watched")
+            watcher?.stop()
         }
     }
 
@@ -195,13 +199,7 @@ public final class WatcherFleet: Sendable {
             return true
         }
         guard started else { return }
-        Thread.detachNewThread { [self] in
-            var failure: ContainerError?
-            do throws(ContainerError) {
-                try watcher.run()
-            } catch {
-                failure = error
-            }
+        pool.add(watcher) { [self] failure in
             ended(path, watcher, failure)
             allEnded.signal()
         }

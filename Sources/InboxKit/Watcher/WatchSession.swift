@@ -1,0 +1,178 @@
+import AppContainer
+import Dispatch
+import Glibc
+import Synchronization
+
+/// One run of a watcher, in turns (ARCHITECTURE.md, "Many containers"): `open` checks and takes the container and
+/// logs `watch-started`, each `turn` handles what is queued or due, `close` logs `watch-stopped`. `Watcher.run`
+/// takes the turns on its own thread; a `WatchPool` takes those of many watchers on a few shared threads.
+final class WatchSession {
+    let watcher: Watcher
+    private let pipeline: ArrivalPipeline
+    private var lock: WatcherLock?
+    private let setup: BackgroundSetup?
+    private var events: InboxEvents?
+    private var cleanup: BackgroundCleanup.Job?
+    private let started = ContinuousClock.now
+    private var nextRescan: ContinuousClock.Instant
+    /// Set by the inotify hub when the Inbox could not be watched (pooled sessions only).
+    private let watchFailure = FailureBox()
+    private var released = false
+
+    /// How a session waits for its folders to be watched: `.blocking` returns from `open` once they are, `.pooled`
+    /// returns at once, and the hub asks for the start-up scan when they are (a pool thread never waits for the hub).
+    enum Start {
+        case blocking, pooled
+    }
+
+    /// Takes the container for `watcher`: a broken seal fails with 65, another watcher holding it with 75.
+    init(_ watcher: Watcher, start: Start) throws(ContainerError) {
+        self.watcher = watcher
+        let inbox = watcher.inbox
+        let options = watcher.options
+        // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
+        try AppBundle(container: inbox.container).checkSeal()
+        lock = try WatcherLock(container: inbox.container)
+        inbox.recoverInterruptedMoves()
+        Watcher.ignoreLeaseBreakSignal()
+        nextRescan = .now + options.rescanInterval
+        pipeline = try ArrivalPipeline(watcher: watcher)
+        // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
+        setup = BackgroundSetup.start(inbox, report: { [watcher] in watcher.report($0) })
+        do throws(ContainerError) {
+            try pipeline.recoverInterruptedBatch()
+            // `once` reads the folder and never inotify.
+            if !options.once {
+                let subscription = InboxEvents(inboxPath: inbox.container.path(.inbox), queue: watcher.queue)
+                switch start {
+                case .blocking:
+                    try subscription.start()
+                    watcher.queue.requestRescan("start-up")
+                case .pooled:
+                    subscription.start { [watchFailure, queue = watcher.queue] failure in
+                        if let failure {
+                            watchFailure.value.withLock { $0 = failure }
+                            queue.poke()
+                        } else {
+                            queue.requestRescan("start-up")
+                        }
+                    }
+                }
+                events = subscription
+            } else {
+                watcher.queue.requestRescan("start-up")
+            }
+            try inbox.log.append(
+                Event(
+                    .watchStarted,
+                    ["pid": .int(Int64(getpid())), "on_arrival": .string(options.onArrival.rawValue)]),
+                durable: true)
+        } catch {
+            release()
+            throw error
+        }
+        SystemdNotify.send("READY=1")
+        watcher.report(
+            "watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(options.onArrival.rawValue))")
+    }
+
+    deinit {
+        release()
+    }
+
+    /// When the session wants a turn though nothing is queued: the next retry or periodic scan (`once`: within a
+    /// second, to see whether what it waits for is written).
+    var nextWake: ContinuousClock.Instant {
+        let due = min(nextRescan, pipeline.nextRetry ?? nextRescan)
+        return watcher.options.once ? min(due, .now + .seconds(1)) : due
+    }
+
+    /// One turn: up to a batch of the names queued, the retries due, then a scan when one is asked for or due.
+    /// A scan gives way between batches when `giveWay` says so, and is asked for again. Returns whether the
+    /// session goes on; false once it is stopped (or, with `once`, done).
+    func turn(giveWay: () -> Bool = { false }) throws(ContainerError) -> Bool {
+        if let failure = watchFailure.value.withLock({ $0 }) { throw failure }
+        let queue = watcher.queue
+        let options = watcher.options
+        var batch = queue.take(limit: options.maxBatch)
+        batch.names += try pipeline.dueRetries()
+        if batch.overflows > 0 {
+            try watcher.inbox.log.append(Event(.overflow, ["count": .int(Int64(batch.overflows))]))
+            watcher.report("inotify queue overflowed; rescanning the Inbox")
+        }
+        var start = 0
+        while start < batch.names.count && !queue.isStopped {
+            let end = min(batch.names.count, start + options.maxBatch)
+            try handle(Array(batch.names[start..<end]))
+            start = end
+        }
+        let reason = batch.rescan ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
+        if let reason, !queue.isStopped {
+            var gaveWay = false
+            try pipeline.scan(
+                reason: reason,
+                stop: {
+                    if queue.isStopped { return true }
+                    gaveWay = giveWay()
+                    return gaveWay
+                }, handle: handle)
+            if gaveWay {
+                queue.requestRescan(reason)
+            } else {
+                nextRescan = .now + options.rescanInterval
+                // The cleanup policy starts once the start-up scan has handled the Inbox: it never deletes an
+                // item that has not arrived, nor one whose move was just decided.
+                if cleanup == nil, !queue.isStopped, let interval = options.cleanInterval {
+                    cleanup = BackgroundCleanup.shared.add(watcher, interval: interval, once: options.once)
+                }
+            }
+        }
+        if queue.isStopped { return false }
+        // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
+        if options.once && !queue.hasWork
+            && (pipeline.busy.isEmpty || ContinuousClock.now > started + Watcher.onceWaitForWriters)
+        {
+            return false
+        }
+        return true
+    }
+
+    /// Ends the run: waits for setup and cleanup (`once`) or stops them, saves the checkpoint and logs
+    /// `watch-stopped`. With `once`, throws the status of the first item left where it was (ARCHITECTURE.md,
+    /// "No silent failure").
+    func close() throws(ContainerError) {
+        let waiting = watcher.options.once && !watcher.queue.isStopped
+        setup?.finish(waiting: waiting)
+        cleanup?.finish(waiting: waiting)
+        SystemdNotify.send("STOPPING=1")
+        try pipeline.saveCheckpoint()
+        try watcher.inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)
+        watcher.report("stopped")
+        release()
+        if watcher.options.once, let failure = pipeline.firstFailure { throw failure }
+    }
+
+    /// Lets go of the folders, the background work and the lock (also after a failure). Once only.
+    func release() {
+        guard !released else { return }
+        released = true
+        events?.stop()
+        events = nil
+        watcher.finishArrivals()
+        cleanup?.finish(waiting: false)
+        setup?.finish(waiting: false)
+        lock = nil
+    }
+
+    /// Handles one batch of names, then hands the arrivals to `onSettled` and the `arrivals` stream.
+    private func handle(_ names: [FileName]) throws(ContainerError) {
+        let arrivals = try pipeline.process(names)
+        if !arrivals.isEmpty, let onSettled = watcher.options.onSettled, !onSettled(arrivals) { watcher.stop() }
+        watcher.deliver(arrivals)
+    }
+}
+
+/// A failure told from another thread.
+private final class FailureBox: Sendable {
+    let value = Mutex<ContainerError?>(nil)
+}
