@@ -115,7 +115,7 @@ extension ArrivalPipeline {
         } catch {
             throw error.failure("seal", inbox.itemPath(name))
         }
-        let inspection = try inspector.inspect(file.rawValue, size: status.size)
+        let inspection = try InspectorShelf.shared.inspect(file.rawValue, size: status.size)
         return Prepared(name: name, file: file, status: status, inspection: inspection)
     }
 

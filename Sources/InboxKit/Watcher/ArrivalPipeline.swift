@@ -12,7 +12,6 @@ final class ArrivalPipeline {
     var container: Container { watcher.inbox.container }
     var inboxFolder: SharedDescriptor
     var documents: SharedDescriptor
-    let inspector: ContentInspector
     let hooks: HookRunner?
     /// Identities that have arrived and are still in the Inbox, so that none is handled twice.
     var arrived: Set<Identity> = []
@@ -70,7 +69,6 @@ final class ArrivalPipeline {
         let appName = watcher.inbox.container.appName
         loggedInbox = Array(Place.inbox.relativePath(appName: appName).utf8) + [0x2F]
         loggedDocuments = Array(Place.documents.relativePath(appName: appName).utf8) + [0x2F]
-        inspector = try ContentInspector()
         hooks = watcher.options.exec.map {
             HookRunner(command: $0, timeout: watcher.options.hookTimeout, containerRoot: watcher.inbox.container.root)
         }
