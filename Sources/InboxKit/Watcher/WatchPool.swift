@@ -49,10 +49,10 @@ final class WatchPool: Sendable {
     private let baseThreads: Int
     private let maxThreads: Int
 
-    /// A pool of as many threads as the cores, at least `minimumThreads`.
-    init(minimumThreads: Int = 2) {
-        baseThreads = max(minimumThreads, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN))))
-        maxThreads = baseThreads * 4
+    /// A pool of `threads` threads (as many as the cores, at least two), which may grow to `growth` times as many.
+    init(threads: Int = max(2, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))), growth: Int = 4) {
+        baseThreads = max(1, threads)
+        maxThreads = baseThreads * max(1, growth)
     }
 
     /// Runs `watcher` on the pool: its session is opened on a pool thread and its turns taken until it stops;

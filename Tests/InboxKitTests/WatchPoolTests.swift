@@ -1,0 +1,89 @@
+import AppContainer
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@testable import InboxKit
+
+/// The threads that take the turns of many watchers (ARCHITECTURE.md, "Many containers").
+@Suite(.serialized) struct WatchPoolTests {
+    /// Which container each settled batch was from, in order, and how many arrivals it had.
+    final class Settled: Sendable {
+        let batches = Mutex<[(container: String, count: Int)]>([])
+
+        func options(_ container: String, then: @escaping @Sendable () -> Void = {}) -> WatchOptions {
+            var options = WatchOptions()
+            options.onArrival = .move
+            options.cleanInterval = nil
+            options.onSettled = { [self] arrivals in
+                batches.withLock { $0.append((container, arrivals.count)) }
+                then()
+                return true
+            }
+            return options
+        }
+
+        func count(_ container: String) -> Int {
+            batches.withLock { $0.filter { $0.container == container }.map(\.count).reduce(0, +) }
+        }
+    }
+
+    /// With one thread for both, a backlog of thousands in one container waits while a file that comes to the
+    /// other meanwhile is handled: the backlog's scan gives way between batches.
+    @Test func aBacklogInOneContainerDoesNotStarveAnother() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
+        let busy = try Scratch()
+        let quiet = try Scratch()
+        defer {
+            busy.remove()
+            quiet.remove()
+        }
+        let backlog = 2_000
+        for index in 0..<backlog {
+            try Data("\(index)\n".utf8).write(to: URL(fileURLWithPath: busy.inboxPath("f\(index).txt")))
+        }
+        let settled = Settled()
+        let dropped = Atomic<Bool>(false)
+        // When the backlog's first batch is settled, a file comes to the quiet container.
+        let busyWatcher = Watcher(
+            inbox: busy.inbox,
+            options: settled.options("busy") {
+                guard !dropped.exchange(true, ordering: .relaxed) else { return }
+                let made = FileManager.default.createFile(
+                    atPath: quiet.inboxPath("letter.txt"), contents: Data("hi\n".utf8))
+                precondition(made, "the quiet container's file could be made")
+            })
+        let quietWatcher = Watcher(inbox: quiet.inbox, options: settled.options("quiet"))
+        let pool = WatchPool(threads: 1, growth: 1)
+        let ended = DispatchSemaphore(value: 0)
+        let failures = Mutex<[ContainerError]>([])
+        for watcher in [quietWatcher, busyWatcher] {
+            pool.add(watcher) { failure in
+                if let failure { failures.withLock { $0.append(failure) } }
+                ended.signal()
+            }
+        }
+        let done = waitUntil(seconds: 120) { settled.count("busy") == backlog && settled.count("quiet") == 1 }
+        #expect(done, "every file settled")
+        busyWatcher.stop()
+        quietWatcher.stop()
+        for _ in 0..<2 { ended.wait() }
+        pool.close()
+        #expect(failures.withLock { $0 }.isEmpty)
+
+        // The quiet container's file came before the backlog was through.
+        let order = settled.batches.withLock { $0 }
+        let quietAt = try #require(order.firstIndex { $0.container == "quiet" })
+        let busyBefore = order[..<quietAt].filter { $0.container == "busy" }.map(\.count).reduce(0, +)
+        #expect(busyBefore < backlog, "the quiet file waited for \(busyBefore) of \(backlog)")
+        // Nothing lost: every file is in Documents, once.
+        let documents = try FileManager.default.contentsOfDirectory(atPath: busy.container.path(.documents))
+        #expect(documents.filter { $0.hasPrefix("f") }.count == backlog)
+        #expect(FileManager.default.fileExists(atPath: quiet.documentsPath("letter.txt")))
+        for scratch in [busy, quiet] {
+            #expect(try scratch.inboxEntries().filter { !$0.hasPrefix(".") }.isEmpty)
+        }
+    }
+}
