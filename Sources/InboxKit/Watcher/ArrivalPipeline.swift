@@ -19,6 +19,8 @@ final class ArrivalPipeline {
     var scanPresent: Set<Identity>?
     /// The seq of this pipeline's last record, for the checkpoint.
     var lastSeq: UInt64 = 0
+    /// The seq and body of the last checkpoint written (`saveCheckpoint`).
+    var savedCheckpoint: (seq: UInt64, body: String)?
     /// Names of files some process still has open for writing (or an empty file just made): looked at again
     /// soon, in case their close came first.
     var busy = RetrySchedule<Void>(first: .milliseconds(10), limit: .seconds(1))
