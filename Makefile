@@ -52,10 +52,14 @@ format:
 clean:
 	rm -rf .build
 
-# The benchmark of ARCHITECTURE.md, "The hot path": inbox watch against inotifywait and a raw C mover (Benchmarks/run-bench),
-# then the mail import's: inbox import against ripmime and munpack on one generated Maildir (Benchmarks/run-mail-bench).
-# inotify-tools, ripmime and mpack are installed for them alone, when missing. BENCH_SIZES="10000" runs a subset of the
-# first, BENCH_MAIL_MESSAGES=1000 a smaller Maildir for the second.
+# The benchmark of ARCHITECTURE.md, "The hot path", and the rows of issue 12 (Benchmarks/run-bench): bursts of inbox watch
+# against inotifywait and a raw C mover; start-up with 100,000 files waiting; p99 arrival -> Documents at 1,000 files/s;
+# inbox --help and inbox move against mv; 1,000 containers in one inbox watch --root (served, idle CPU, RSS, threads, p99
+# over 100 of them, a quiet one while another bursts), each as a ratio to a baseline of the same run. Then the mail
+# import's: inbox import against ripmime and munpack on one generated Maildir (Benchmarks/run-mail-bench). inotify-tools,
+# ripmime and mpack are installed for them alone, when missing. BENCH_SIZES="10000", BENCH_SECTIONS=burst,cli,... and
+# BENCH_CONTAINERS=100 run a subset of the first (README.md, "Benchmark", lists every knob), BENCH_MAIL_MESSAGES=1000 a
+# smaller Maildir for the second.
 bench: deps bench-tools bench-mail-tools
 	$(SWIFT) build -c release
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-bench

@@ -1,13 +1,16 @@
 /* The speed ceiling of run-bench: inotify and rename(2) in a loop, nothing else (no log, no fsync, no
- * checks). On IN_Q_OVERFLOW it lists the Inbox and moves what it finds, so that it loses nothing.
+ * checks). At start (once watching) it lists each Inbox and moves what is already there, the baseline of
+ * "start-up with files waiting"; on IN_Q_OVERFLOW it lists them all again, so that it loses nothing.
  *
- *   cmover INBOX DOCUMENTS    prints "ready" once the Inbox is watched; stops on SIGTERM */
+ *   cmover INBOX DOCUMENTS [INBOX DOCUMENTS ...]
+ *       prints "ready" once every Inbox is watched (one inotify instance, one watch per Inbox); stops on SIGTERM */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <unistd.h>
@@ -15,38 +18,57 @@
 static volatile sig_atomic_t stopping = 0;
 static void on_term(int signal) { (void)signal; stopping = 1; }
 
-static int inbox, documents;
+struct pair {
+    const char *path;
+    int inbox, documents;
+};
+static struct pair *pairs;
+static int count;
+static int *pair_of_watch; /* watch descriptor -> index in pairs */
+static int watches;
 
-static void move(const char *name) {
+static void move(const struct pair *pair, const char *name) {
     if (name[0] == '.') return;
-    renameat(inbox, name, documents, name); /* ENOENT: moved already (a scan and an event both saw it) */
+    renameat(pair->inbox, name, pair->documents, name); /* ENOENT: moved already (a scan and an event both saw it) */
 }
 
-static void scan(const char *path) {
-    DIR *dir = opendir(path);
+static void scan(const struct pair *pair) {
+    DIR *dir = opendir(pair->path);
     if (!dir) return;
     struct dirent *entry;
     while ((entry = readdir(dir)) != NULL) {
-        if (entry->d_type == DT_REG || entry->d_type == DT_UNKNOWN) move(entry->d_name);
+        if (entry->d_type == DT_REG || entry->d_type == DT_UNKNOWN) move(pair, entry->d_name);
     }
     closedir(dir);
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: cmover INBOX DOCUMENTS\n"); return 64; }
+    if (argc < 3 || argc % 2 != 1) { fprintf(stderr, "usage: cmover INBOX DOCUMENTS [INBOX DOCUMENTS ...]\n"); return 64; }
     struct sigaction action = {0};
     action.sa_handler = on_term;
     sigaction(SIGTERM, &action, NULL);
-    inbox = open(argv[1], O_RDONLY | O_DIRECTORY);
-    documents = open(argv[2], O_RDONLY | O_DIRECTORY);
+    count = (argc - 1) / 2;
+    pairs = calloc(count, sizeof *pairs);
     int fd = inotify_init1(0);
-    if (inbox < 0 || documents < 0 || fd < 0 || inotify_add_watch(fd, argv[1], IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
-        perror("cmover");
-        return 1;
+    if (fd < 0) { perror("cmover: inotify_init1"); return 1; }
+    for (int k = 0; k < count; k++) {
+        pairs[k].path = argv[1 + 2 * k];
+        pairs[k].inbox = open(argv[1 + 2 * k], O_RDONLY | O_DIRECTORY);
+        pairs[k].documents = open(argv[2 + 2 * k], O_RDONLY | O_DIRECTORY);
+        int wd = pairs[k].inbox < 0 || pairs[k].documents < 0
+                     ? -1 : inotify_add_watch(fd, argv[1 + 2 * k], IN_CLOSE_WRITE | IN_MOVED_TO);
+        if (wd < 0) { perror(argv[1 + 2 * k]); return 1; }
+        if (wd >= watches) {
+            int grown = wd * 2 + 16;
+            pair_of_watch = realloc(pair_of_watch, grown * sizeof(int));
+            for (int w = watches; w < grown; w++) pair_of_watch[w] = -1;
+            watches = grown;
+        }
+        pair_of_watch[wd] = k;
     }
     printf("ready\n");
     fflush(stdout);
-    scan(argv[1]);
+    for (int k = 0; k < count; k++) scan(&pairs[k]);
     static char buffer[1 << 16] __attribute__((aligned(__alignof__(struct inotify_event))));
     while (!stopping) {
         ssize_t length = read(fd, buffer, sizeof buffer);
@@ -57,8 +79,11 @@ int main(int argc, char **argv) {
         }
         for (char *p = buffer; p < buffer + length;) {
             struct inotify_event *event = (struct inotify_event *)p;
-            if (event->mask & IN_Q_OVERFLOW) scan(argv[1]);
-            else if (event->len > 0) move(event->name);
+            if (event->mask & IN_Q_OVERFLOW) {
+                for (int k = 0; k < count; k++) scan(&pairs[k]);
+            } else if (event->len > 0 && event->wd >= 0 && event->wd < watches && pair_of_watch[event->wd] >= 0) {
+                move(&pairs[pair_of_watch[event->wd]], event->name);
+            }
             p += sizeof(struct inotify_event) + event->len;
         }
     }
