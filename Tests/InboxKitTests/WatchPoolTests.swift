@@ -56,7 +56,7 @@ import Testing
                 precondition(made, "the quiet container's file could be made")
             })
         let quietWatcher = Watcher(inbox: quiet.inbox, options: settled.options("quiet"))
-        let pool = WatchPool(threads: 1, growth: 1)
+        let pool = WatchPool(threads: 1, maxThreads: 1)
         let ended = DispatchSemaphore(value: 0)
         let failures = Mutex<[ContainerError]>([])
         for watcher in [quietWatcher, busyWatcher] {

@@ -8,8 +8,8 @@ import Synchronization
 /// something queued or due waits in one first-in, first-out line, and a free thread takes its next turn (at most
 /// one batch, a scan giving way between batches when others wait), then puts it back in line if it has more. A
 /// burst in one container is thus one turn after another for it, between the turns of the others. The threads
-/// are as many as the cores (at least two); when every one is busy (a slow hook, say) and a watcher waits, one
-/// more is started, up to four times as many, and it ends once idle for a few seconds.
+/// are as many as the cores (at least two); when every one is busy (in fsync, most often, or a slow hook) and a
+/// watcher waits, one more is started, up to 64, and it ends once idle for a few seconds.
 final class WatchPool: Sendable {
     /// A watcher in the pool: how far its run has got and where it stands in line.
     private final class Member: @unchecked Sendable {
@@ -22,7 +22,10 @@ final class WatchPool: Sendable {
         var inTurn = false
         /// Work came while a turn was under way: back in line after it.
         var workCame = false
+        /// When it wants a turn though no work comes; nil while in line or in its turn.
         var due: ContinuousClock.Instant?
+        /// The instant of its entry in `State.timers` not yet taken out, if any (one at most is live).
+        var scheduled: ContinuousClock.Instant?
 
         init(_ watcher: Watcher, ended: @escaping @Sendable (ContainerError?) -> Void) {
             self.watcher = watcher
@@ -30,12 +33,20 @@ final class WatchPool: Sendable {
         }
     }
 
+    /// A thread waiting for work: woken by its own semaphore, so that one signal wakes one thread.
+    private final class Sleeper: Sendable {
+        let wake = DispatchSemaphore(value: 0)
+    }
+
     private struct State {
         var line: [Member] = []
         var head = 0
         var members: [ObjectIdentifier: Member] = [:]
+        /// The members' due times, soonest first; an entry whose member is now due at another time is stale.
+        var timers = TimerHeap<Member>()
         var threads = 0
-        var idle = 0
+        /// The threads waiting for work, the last to wait first woken.
+        var sleepers: [Sleeper] = []
         var closed = false
     }
 
@@ -45,14 +56,14 @@ final class WatchPool: Sendable {
     static let extraThreadIdle: Duration = .seconds(5)
 
     private let state = Mutex(State())
-    private let work = DispatchSemaphore(value: 0)
     private let baseThreads: Int
     private let maxThreads: Int
 
-    /// A pool of `threads` threads (as many as the cores, at least two), which may grow to `growth` times as many.
-    init(threads: Int = max(2, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))), growth: Int = 4) {
+    /// A pool of `threads` threads (as many as the cores, at least two), which may grow to `maxThreads` while turns
+    /// wait on the disk (each batch of a container ends with its own fsyncs, which run side by side).
+    init(threads: Int = max(2, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))), maxThreads: Int = 64) {
         baseThreads = max(1, threads)
-        maxThreads = baseThreads * max(1, growth)
+        self.maxThreads = max(baseThreads, maxThreads)
     }
 
     /// Runs `watcher` on the pool: its session is opened on a pool thread and its turns taken until it stops;
@@ -69,35 +80,43 @@ final class WatchPool: Sendable {
 
     /// Ends the threads once idle. Watchers still in the pool must have been stopped and have ended.
     func close() {
-        let threads = state.withLock { state -> Int in
+        let sleepers = state.withLock { state -> [Sleeper] in
             state.closed = true
-            return state.threads
+            defer { state.sleepers.removeAll() }
+            return state.sleepers
         }
-        for _ in 0..<threads { work.signal() }
+        for sleeper in sleepers { sleeper.wake.signal() }
     }
 
-    /// Puts `member` in line unless it is there or in its turn (then it goes back in line after it).
+    /// Puts `member` in line unless it is there or in its turn (then it goes back in line after it), and wakes a
+    /// waiting thread, or starts one when none waits.
     private func wantTurn(_ member: Member) {
-        let startThread = state.withLock { state -> Bool in
+        let (sleeper, startThread) = state.withLock { state -> (Sleeper?, Bool) in
             if member.inTurn {
                 member.workCame = true
-                return false
+                return (nil, false)
             }
-            guard !member.inLine, state.members[ObjectIdentifier(member)] != nil else { return false }
-            member.inLine = true
-            state.line.append(member)
-            return claimThread(&state)
+            guard !member.inLine, state.members[ObjectIdentifier(member)] != nil else { return (nil, false) }
+            putInLine(member, &state)
+            return wakeOrClaim(&state)
         }
-        work.signal()
+        sleeper?.wake.signal()
         if startThread { spawn() }
     }
 
-    /// Counts a new thread when every thread is busy and more may start.
-    private func claimThread(_ state: inout State) -> Bool {
-        guard !state.closed, state.idle == 0, state.threads < (state.threads < baseThreads ? baseThreads : maxThreads)
-        else { return false }
+    private func putInLine(_ member: Member, _ state: inout State) {
+        member.inLine = true
+        member.due = nil
+        state.line.append(member)
+    }
+
+    /// A waiting thread to wake (taken off the list), else whether to start one: when every thread is busy and
+    /// more may start.
+    private func wakeOrClaim(_ state: inout State) -> (Sleeper?, Bool) {
+        if let sleeper = state.sleepers.popLast() { return (sleeper, false) }
+        guard !state.closed, state.threads < maxThreads else { return (nil, false) }
         state.threads += 1
-        return true
+        return (nil, true)
     }
 
     private func spawn() {
@@ -106,47 +125,50 @@ final class WatchPool: Sendable {
         thread.start()
     }
 
-    /// A thread's life: the first member in line takes a turn; with nobody in line, the thread waits for work or
-    /// for the member due first.
+    /// A thread's life: the first member in line takes a turn; with nobody in line, the thread waits to be woken
+    /// or for the member due first.
     private func serve() {
+        let sleeper = Sleeper()
         var idleSince = ContinuousClock.now
         while true {
-            let next = state.withLock { state -> Member?? in
-                if let member = nextInLine(&state) { return member }
+            let next = state.withLock { state -> (member: Member?, wait: ContinuousClock.Instant?) in
+                if let member = nextInLine(&state) { return (member, nil) }
                 let extra = state.threads > baseThreads && ContinuousClock.now - idleSince >= Self.extraThreadIdle
                 if state.closed || extra {
                     state.threads -= 1
-                    return .some(nil)
+                    return (nil, nil)
                 }
-                state.idle += 1
-                return nil
+                state.sleepers.append(sleeper)
+                let limit = ContinuousClock.now + Self.extraThreadIdle
+                return (nil, min(state.timers.soonest ?? limit, limit))
             }
-            switch next {
-            case .some(.some(let member)):
+            if let member = next.member {
                 turn(member)
                 idleSince = .now
-            case .some(.none):
-                return
-            case .none:
-                let due = state.withLock { state in state.members.values.compactMap(\.due).min() }
-                let limit = ContinuousClock.now + Self.extraThreadIdle
-                let wake = min(due ?? limit, limit)
-                _ = work.wait(timeout: .now() + .nanoseconds(Int(max(.zero, wake - .now).nanoseconds)))
-                state.withLock { $0.idle -= 1 }
+                continue
+            }
+            guard let wait = next.wait else { return }
+            let timeout = DispatchTime.now() + .nanoseconds(Int(max(.zero, wait - .now).nanoseconds))
+            if sleeper.wake.wait(timeout: timeout) == .timedOut {
+                // Still on the list: nobody woke it. Else a waker took it off and its signal is on the way.
+                let woken = state.withLock { state -> Bool in
+                    guard let index = state.sleepers.firstIndex(where: { $0 === sleeper }) else { return true }
+                    state.sleepers.remove(at: index)
+                    return false
+                }
+                if woken { sleeper.wake.wait() }
             }
         }
     }
 
-    /// The first member in line, else one whose time has come.
+    /// The first member in line, after those whose time has come have joined it.
     private func nextInLine(_ state: inout State) -> Member? {
-        if state.head == state.line.count {
-            let now = ContinuousClock.now
-            for member in state.members.values where !member.inLine && !member.inTurn {
-                if let due = member.due, due <= now {
-                    member.inLine = true
-                    state.line.append(member)
-                }
-            }
+        let now = ContinuousClock.now
+        while let (due, member) = state.timers.popDue(by: now) {
+            // An older entry of a member since due at another time: stale.
+            guard member.scheduled == due else { continue }
+            member.scheduled = nil
+            if member.due == due, !member.inLine, !member.inTurn { putInLine(member, &state) }
         }
         guard state.head < state.line.count else { return nil }
         let member = state.line[state.head]
@@ -158,13 +180,12 @@ final class WatchPool: Sendable {
         member.inLine = false
         member.inTurn = true
         member.workCame = false
-        member.due = nil
         return member
     }
 
     /// Whether a member waits in line and no thread is free to take it.
     private var othersWait: Bool {
-        state.withLock { $0.head < $0.line.count && $0.idle == 0 }
+        state.withLock { $0.head < $0.line.count && $0.sleepers.isEmpty }
     }
 
     /// One turn of `member`: its session opened first, closed last.
@@ -189,21 +210,27 @@ final class WatchPool: Sendable {
             member.session = nil
         }
         let due = goesOn ? member.session?.nextWake : nil
-        let again = state.withLock { state -> Bool in
+        let (sleeper, startThread) = state.withLock { state -> (Sleeper?, Bool) in
             member.inTurn = false
-            guard goesOn else {
+            guard goesOn, let due else {
                 state.members.removeValue(forKey: ObjectIdentifier(member))
-                return false
+                return (nil, false)
+            }
+            if member.workCame || member.watcher.queue.hasWork || member.watcher.queue.isStopped {
+                putInLine(member, &state)
+                return state.head + 1 < state.line.count ? wakeOrClaim(&state) : (nil, false)
             }
             member.due = due
-            let again = member.workCame || member.watcher.queue.hasWork || member.watcher.queue.isStopped
-            if again {
-                member.inLine = true
-                state.line.append(member)
-            }
-            return again
+            guard member.scheduled != due else { return (nil, false) }
+            member.scheduled = due
+            let soonest = state.timers.soonest
+            state.timers.push(due, member)
+            // Sooner than any thread waits for: one is woken to wait again for this.
+            guard soonest.map({ due < $0 }) ?? true else { return (nil, false) }
+            return (state.sleepers.popLast(), false)
         }
-        if again { work.signal() }
+        sleeper?.wake.signal()
+        if startThread { spawn() }
         if !goesOn { member.ended(failure) }
     }
 }
