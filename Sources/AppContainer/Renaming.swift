@@ -24,9 +24,10 @@ public enum ClashNaming: Sendable {
 
     /// The first attempts `firstFree` makes, in order: 0 to 99 one by one, then doubling (100, 200, 400, … up
     /// to 6,553,600), so that a folder holding thousands of clashes in a row costs a few dozen tries.
-    public static func attempts() -> [Int] {
-        Array(0..<100) + (0...16).map { 100 << $0 }
-    }
+    public static func attempts() -> [Int] { firstAttempts }
+
+    /// `attempts()`, made once: every rename walks it.
+    private static let firstAttempts = Array(0..<100) + (0...16).map { 100 << $0 }
 
     /// Calls `place` with successive candidates until one does not clash (EEXIST); returns the name used.
     /// After `attempts()` (whose doubling numbers fill up when every clash takes the next, as 10,000 mails that
@@ -42,7 +43,7 @@ public enum ClashNaming: Sendable {
                 return nil
             }
         }
-        for attempt in Self.attempts() {
+        for attempt in Self.firstAttempts {
             if let name = try placed(attempt) { return name }
         }
         for _ in 0..<64 {
@@ -89,6 +90,15 @@ public func checkedRename(
     _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
     expected: FileID
 ) throws(Errno) -> FileName? {
+    try checkedRenameWithStatus(name, in: folder, into: target, as: newName, naming: naming, expected: expected)?.name
+}
+
+/// `checkedRename`, returning with the name the status the check read there (the file decided on, just after its
+/// rename), so that a caller need not read it again.
+public func checkedRenameWithStatus(
+    _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
+    expected: FileID
+) throws(Errno) -> (name: FileName, status: FileStatus)? {
     let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
         try system_renameat2(folder, name, target, candidate, .noReplace)
     }
@@ -103,7 +113,7 @@ public func checkedRename(
         try putBack(moved, from: target, into: folder, as: name)
         return nil
     }
-    return moved
+    return (moved, status)
 }
 
 /// Renames `current` in `source` back into `folder` as `name`, or the first free Inbox-style name beside it
@@ -123,6 +133,14 @@ extension FileDescriptor {
         _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
     ) throws(Errno) -> FileName? {
         try AppContainer.checkedRename(
+            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID)
+    }
+
+    /// `checkedRenameWithStatus` of `name` in this folder.
+    public func checkedRenameWithStatus(
+        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
+    ) throws(Errno) -> (name: FileName, status: FileStatus)? {
+        try AppContainer.checkedRenameWithStatus(
             name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID)
     }
 

@@ -227,8 +227,11 @@ public final class EventLog: Sendable {
             throw error.failure("open the event log", logPath)
         }
         let log: CInt
+        let size: Int64
         if let open = writer.log?.rawValue, let named, named.inode == writer.inode {
+            // The name still holds the file open: its status is that file's, size included.
             log = open
+            size = named.size
         } else {
             writer.log = nil
             writer.trusted = false
@@ -239,12 +242,11 @@ public final class EventLog: Sendable {
             }
             log = file.rawValue
             writer.log = consume file
-        }
-        let size: Int64
-        do {
-            size = try FileStatus(system_fstat(log)).size
-        } catch {
-            throw error.failure("read the event log", logPath)
+            do {
+                size = try FileStatus(system_fstat(log)).size
+            } catch {
+                throw error.failure("read the event log", logPath)
+            }
         }
         if !writer.trusted || size != writer.size {
             let tail = try readTail(log, size: size)

@@ -25,9 +25,9 @@ struct Mover {
             return try copy(name, expected: expected, intent: intent)
         }
         do {
-            let moved = try inboxFolder.descriptor.checkedRename(
+            let moved = try inboxFolder.descriptor.checkedRenameWithStatus(
                 name, into: documents.rawValue, naming: .documents, expected: expected)
-            return moved.map { Moved(name: $0, copyIntent: nil) }
+            return moved.map { Moved(name: $0.name, copyIntent: nil, status: $0.status) }
         } catch .crossDevice where expected.kind == .regular {
             return try copy(name, expected: expected, intent: intent)
         }
@@ -37,6 +37,8 @@ struct Mover {
     struct Moved {
         let name: FileName
         let copyIntent: MoveJournal.Record?
+        /// For a rename: the file's status read under its new name right after the rename, by the check.
+        var status: FileStatus? = nil
     }
 
     /// Deletes the item `name`, which was `expected` when it was decided on: renamed aside in the Inbox
@@ -87,10 +89,12 @@ struct Mover {
     }
 
     /// Gives a moved file's owner back the write bit, unless it has another hard link now (the chmod would
-    /// reach that name too). `file`, when given, is the item already open.
-    func restoreOwnerWrite(_ moved: FileName, file: CInt? = nil) throws(Errno) {
+    /// reach that name too). `file`, when given, is the item already open; `status`, when given, what the checked
+    /// rename read of it under its new name (the same file: read again, it would say the same a moment later).
+    func restoreOwnerWrite(_ moved: FileName, file: CInt? = nil, status known: FileStatus? = nil) throws(Errno) {
         if let file {
-            let status = try FileStatus(system_fstat(file))
+            let status: FileStatus
+            if let known { status = known } else { status = try FileStatus(system_fstat(file)) }
             if status.kind == .regular, status.linkCount == 1, status.mode & S_IWUSR == 0 {
                 try system_fchmod(file, status.mode | S_IWUSR)
             }

@@ -66,7 +66,7 @@ extension ArrivalPipeline {
                     from: decided.name, to: moved.name, reason: reason, identity: decided.identity,
                     inbox: loggedInbox, documents: loggedDocuments)
                 do {
-                    try mover.restoreOwnerWrite(moved.name, file: decided.file?.rawValue)
+                    try mover.restoreOwnerWrite(moved.name, file: decided.file?.rawValue, status: moved.status)
                 } catch {
                     // Moved all the same: only its write bit is missing.
                     fail(during: "restore the write bit", moved.name, error, folder: loggedDocuments, to: &records)

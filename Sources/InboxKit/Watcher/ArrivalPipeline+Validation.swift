@@ -24,7 +24,7 @@ extension ArrivalPipeline {
                 if let rejection = try reject(name, seen.kind) { rejections.append(rejection) }
                 return nil
             }
-            if arrived.contains(Identity(seen)) { return nil }
+            if !arrived.isEmpty && arrived.contains(Identity(seen)) { return nil }
             let file: SharedDescriptor
             do {
                 file = SharedDescriptor(

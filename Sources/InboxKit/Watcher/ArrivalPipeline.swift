@@ -10,8 +10,15 @@ final class ArrivalPipeline {
     let watcher: Watcher
     var inbox: Inbox { watcher.inbox }
     var container: Container { watcher.inbox.container }
-    var inboxFolder: SharedDescriptor
-    var documents: SharedDescriptor
+    var inboxFolder: SharedDescriptor {
+        didSet { heldFolders[0] = nil }
+    }
+    var documents: SharedDescriptor {
+        didSet { heldFolders[1] = nil }
+    }
+    /// Which files `inboxFolder` and `documents` are, read once after each is opened: a batch's look for a
+    /// replaced folder then reads only the paths.
+    private var heldFolders: [FileID?] = [nil, nil]
     let hooks: HookRunner?
     /// Identities that have arrived and are still in the Inbox, so that none is handled twice.
     var arrived: Set<Identity> = []
@@ -169,7 +176,7 @@ final class ArrivalPipeline {
         for (index, prepared) in batch.enumerated() {
             let outcome = apply(prepared.decided, reason: reason, to: &applied)
             if outcome.left {
-                arrived.remove(prepared.identity)
+                if !arrived.isEmpty { arrived.remove(prepared.identity) }
             } else {
                 arrived.insert(prepared.identity)
                 scanPresent?.insert(prepared.identity)
@@ -219,10 +226,11 @@ final class ArrivalPipeline {
     /// Opens Documents and the Inbox again by path when either was replaced (deleted and made again, or
     /// renamed away), so that moves go, and the log names, the folders that are really there.
     func reopenReplacedFolders() throws(ContainerError) {
-        for place in [Place.documents, .inbox] {
+        for (index, place) in [Place.inbox, .documents].enumerated() {
             let held = place == .inbox ? inboxFolder : documents
-            let now = try? fileStatus(in: currentDirectory, container.path(place))
-            guard let now, let then = try? held.descriptor.fileStatus(), !now.isSameFile(as: then) else { continue }
+            guard let now = try? fileStatus(in: currentDirectory, container.path(place)) else { continue }
+            if heldFolders[index] == nil { heldFolders[index] = (try? held.descriptor.fileStatus())?.fileID }
+            guard let then = heldFolders[index], now.fileID != then else { continue }
             let reopened = SharedDescriptor(try container.openFolder(place))
             if place == .inbox { inboxFolder = reopened } else { documents = reopened }
         }

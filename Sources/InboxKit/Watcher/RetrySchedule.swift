@@ -35,6 +35,8 @@ struct RetrySchedule<Payload> {
     }
 
     mutating func remove(_ name: FileName) {
+        // Every name of a batch is removed from each schedule, which is nearly always empty: no hashing then.
+        guard !entries.isEmpty else { return }
         entries[name] = nil
     }
 
