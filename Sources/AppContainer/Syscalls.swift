@@ -369,14 +369,16 @@ package func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
     return status
 }
 
-/// `pthread_create` with default attributes; it returns its error rather than setting errno.
+/// `pthread_create`, with default attributes when `attributes` is nil; it returns its error rather than setting errno.
 @inline(never)
 package func system_pthread_create(
-    _ start: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?, _ argument: UnsafeMutableRawPointer?
+    _ start: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?,
+    _ argument: UnsafeMutableRawPointer?,
+    attributes: UnsafePointer<pthread_attr_t>? = nil
 ) throws(Errno) -> pthread_t {
     if let fault = plannedFault("pthread_create") { throw fault }
     var thread = pthread_t()
-    let result = pthread_create(&thread, nil, start, argument)
+    let result = pthread_create(&thread, attributes, start, argument)
     guard result == 0 else { throw Errno(rawValue: result) }
     return thread
 }

@@ -1,6 +1,6 @@
 import AppContainer
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The cleanup policy applied for a watcher on a thread of its own: once at the start, then every `interval`.
@@ -14,16 +14,19 @@ final class BackgroundCleanup: Sendable {
     /// Starts cleaning for `watcher`; with `once`, cleans a single time.
     static func start(_ watcher: Watcher, interval: Duration, once: Bool) -> BackgroundCleanup {
         let cleanup = BackgroundCleanup()
-        let thread = Thread {
-            defer { cleanup.finished.signal() }
-            while !cleanup.isStopped(watcher) {
-                watcher.applyCleanupPolicy(shouldStop: { cleanup.isStopped(watcher) })
-                if once { break }
-                _ = cleanup.wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(interval)))
+        do throws(Errno) {
+            try startDetachedThread(stackSize: 1 << 20) {
+                defer { cleanup.finished.signal() }
+                while !cleanup.isStopped(watcher) {
+                    watcher.applyCleanupPolicy(shouldStop: { cleanup.isStopped(watcher) })
+                    if once { break }
+                    _ = cleanup.wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(interval)))
+                }
             }
+        } catch {
+            // No thread to be had (the process's limit): no background clean this run; `finish` returns at once.
+            cleanup.finished.signal()
         }
-        thread.stackSize = 1 << 20
-        thread.start()
         return cleanup
     }
 

@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 extension EventLog {
@@ -39,33 +39,17 @@ extension EventLog {
 
     /// A line as a record: a JSON object with a non-negative integer `seq`, and `time` and `event` strings.
     static func parseRecord(_ line: ArraySlice<UInt8>) -> EventRecord? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { return nil }
-        guard object["seq"] is NSNumber, let time = object["time"] as? String, let event = object["event"] as? String
-        else { return nil }
-        var fields: [String: String] = [:]
-        for (key, value) in object { fields[key] = text(of: value) }
-        guard let seqText = fields["seq"], let seq = UInt64(seqText) else { return nil }
-        return EventRecord(
-            seq: seq, time: time, event: event, line: String(decoding: line, as: UTF8.self), fields: fields)
-    }
-
-    /// A JSON value as text: strings as they are, numbers and booleans printed, anything else as JSON.
-    private static func text(of value: Any) -> String {
-        switch value {
-        case let string as String:
-            return string
-        case let number as NSNumber:
-            // JSONSerialization gives `true` and `false` as NSNumbers of C type char.
-            if String(cString: number.objCType) == "c" { return number.boolValue ? "true" : "false" }
-            return number.stringValue
-        case is NSNull:
-            return "null"
-        default:
-            guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else {
-                return String(describing: value)
-            }
-            return String(decoding: data, as: UTF8.self)
+        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(line)) else { return nil }
+        guard case .string(let time) = object["time"], case .string(let event) = object["event"] else { return nil }
+        let seq: UInt64
+        switch object["seq"] {
+        case .integer(let value) where value >= 0: seq = UInt64(value)
+        case .unsigned(let value): seq = value
+        default: return nil
         }
+        return EventRecord(
+            seq: seq, time: time, event: event, line: String(decoding: line, as: UTF8.self),
+            fields: object.mapValues(\.text))
     }
 }
 
@@ -220,8 +204,7 @@ extension EventRecord {
                     index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
                 }
                 if depth == 1, expectingKey, index < bytes.count,
-                    let key = try? JSONSerialization.jsonObject(
-                        with: Data(bytes[start...index]), options: .fragmentsAllowed) as? String
+                    let key = try? JSONDecoder().decode(String.self, from: Data(bytes[start...index]))
                 {
                     keys.append(key)
                     expectingKey = false

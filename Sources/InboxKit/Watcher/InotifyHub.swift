@@ -1,5 +1,6 @@
 import AppContainer
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -56,9 +57,15 @@ final class InotifyHub: Sendable {
             return !state.running
         }
         if start {
-            let thread = Thread { [self] in run() }
-            thread.name = "inbox-inotify"
-            thread.start()
+            do throws(Errno) {
+                try startDetachedThread(name: "inbox-inotify") { [self] in run() }
+            } catch {
+                state.withLock { state in
+                    state.entries[id] = nil
+                    state.running = false
+                }
+                throw error.failure("start the inotify thread for", "the watcher")
+            }
         }
         entry.watched.wait()
         if let error = state.withLock({ $0.entries[id]?.startError }) {

@@ -1,5 +1,6 @@
 import AppContainer
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -195,14 +196,19 @@ public final class WatcherFleet: Sendable {
             return true
         }
         guard started else { return }
-        Thread.detachNewThread { [self] in
-            var failure: ContainerError?
-            do throws(ContainerError) {
-                try watcher.run()
-            } catch {
-                failure = error
+        do throws(Errno) {
+            try startDetachedThread { [self] in
+                var failure: ContainerError?
+                do throws(ContainerError) {
+                    try watcher.run()
+                } catch {
+                    failure = error
+                }
+                ended(path, watcher, failure)
+                allEnded.signal()
             }
-            ended(path, watcher, failure)
+        } catch {
+            ended(path, watcher, error.failure("start a thread for", path))
             allEnded.signal()
         }
     }
