@@ -37,9 +37,12 @@ extension EventLog {
         nanosleep(&interval, nil)
     }
 
+    /// One decoder for every line read (it keeps no state between calls).
+    static let jsonDecoder = JSONDecoder()
+
     /// A line as a record: a JSON object with a non-negative integer `seq`, and `time` and `event` strings.
     static func parseRecord(_ line: ArraySlice<UInt8>) -> EventRecord? {
-        guard let object = try? JSONDecoder().decode([String: JSONValue].self, from: Data(line)) else { return nil }
+        guard let object = try? jsonDecoder.decode([String: JSONValue].self, from: Data(line)) else { return nil }
         guard case .string(let time) = object["time"], case .string(let event) = object["event"] else { return nil }
         let seq: UInt64
         switch object["seq"] {
@@ -204,7 +207,7 @@ extension EventRecord {
                     index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
                 }
                 if depth == 1, expectingKey, index < bytes.count,
-                    let key = try? JSONDecoder().decode(String.self, from: Data(bytes[start...index]))
+                    let key = Self.key(bytes[start...index])
                 {
                     keys.append(key)
                     expectingKey = false
@@ -223,6 +226,13 @@ extension EventRecord {
         }
         return keys
     }
+    /// A quoted key as its text: the bytes between the quotes when nothing in them is escaped, else as JSON reads it.
+    private static func key(_ quoted: ArraySlice<UInt8>) -> String? {
+        let inner = quoted.dropFirst().dropLast()
+        guard inner.contains(UInt8(ascii: "\\")) else { return String(decoding: inner, as: UTF8.self) }
+        return try? EventLog.jsonDecoder.decode(String.self, from: Data(quoted))
+    }
+
     /// A path field exact to the byte: from `<key>_b64` when the record has it, else the text of `key`.
     public func pathBytes(_ key: String) -> [UInt8]? {
         if let encoded = fields[key + "_b64"], let data = Data(base64Encoded: encoded) { return Array(data) }
