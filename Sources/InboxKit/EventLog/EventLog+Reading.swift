@@ -42,7 +42,10 @@ extension EventLog {
 
     /// A line as a record: a JSON object with a non-negative integer `seq`, and `time` and `event` strings.
     static func parseRecord(_ line: ArraySlice<UInt8>) -> EventRecord? {
-        guard let object = try? jsonDecoder.decode([String: JSONValue].self, from: Data(line)) else { return nil }
+        guard
+            let object = JSONValue.flatObject(line)
+                ?? (try? jsonDecoder.decode([String: JSONValue].self, from: Data(line)))
+        else { return nil }
         guard case .string(let time) = object["time"], case .string(let event) = object["event"] else { return nil }
         let seq: UInt64
         switch object["seq"] {
