@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// What a seal records of one resource: a regular file's SHA-256 or a link's target. Folders are not
@@ -161,38 +161,65 @@ extension AppBundle {
 
     /// `{"files": {}, "files2": {path: {"hash2": <data>} or {"symlink": target}}}` as an XML property list.
     static func codeResources(_ manifest: Manifest) throws(ContainerError) -> Data {
-        var files2: [String: Any] = [:]
+        var files2: [String: CodeResource] = [:]
         for (path, resource) in manifest {
             switch resource {
-            case .file(let sha256): files2[path] = ["hash2": Data(sha256)]
-            case .symlink(let target): files2[path] = ["symlink": String(decoding: target, as: UTF8.self)]
+            case .file(let sha256): files2[path] = CodeResource(hash2: Data(sha256))
+            case .symlink(let target): files2[path] = CodeResource(symlink: String(decoding: target, as: UTF8.self))
             case .other: continue
             }
         }
-        let plist: [String: Any] = ["files": [String: Any](), "files2": files2]
         do {
-            return try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+            let encoder = PropertyListEncoder()
+            encoder.outputFormat = .xml
+            return try encoder.encode(CodeResources(files2: files2))
         } catch {
-            throw ContainerError(.failure, "cannot write the bundle's seal: \(error.localizedDescription)")
+            throw ContainerError(.failure, "cannot write the bundle's seal: \(error)")
         }
     }
 
     /// The manifest in a CodeResources property list, or nil when it is not one of the `files2` layout.
     static func parseCodeResources(_ data: Data) -> Manifest? {
-        guard let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any],
-            let files2 = plist["files2"] as? [String: Any]
-        else { return nil }
+        guard let plist = try? PropertyListDecoder().decode(CodeResources.self, from: data) else { return nil }
         var manifest: Manifest = [:]
-        for (path, value) in files2 {
-            guard let entry = value as? [String: Any] else { return nil }
-            if let hash = entry["hash2"] as? Data, hash.count == 32 {
+        for (path, entry) in plist.files2 {
+            if let hash = entry.hash2, hash.count == 32 {
                 manifest[path] = .file(sha256: Array(hash))
-            } else if let target = entry["symlink"] as? String {
+            } else if let target = entry.symlink {
                 manifest[path] = .symlink(target: Array(target.utf8))
             } else {
                 return nil
             }
         }
         return manifest
+    }
+}
+
+/// `_CodeSignature/CodeResources`: `files` is always empty, written for the layout's sake and never read.
+private struct CodeResources: Codable {
+    var files: [String: CodeResource] = [:]
+    var files2: [String: CodeResource]
+
+    init(files2: [String: CodeResource]) { self.files2 = files2 }
+
+    init(from decoder: any Decoder) throws {
+        files2 = try decoder.container(keyedBy: CodingKeys.self).decode([String: CodeResource].self, forKey: .files2)
+    }
+}
+
+/// One entry of `files2`: a file's SHA-256 or a link's target. A value of another type reads as absent.
+private struct CodeResource: Codable {
+    var hash2: Data?
+    var symlink: String?
+
+    init(hash2: Data? = nil, symlink: String? = nil) {
+        self.hash2 = hash2
+        self.symlink = symlink
+    }
+
+    init(from decoder: any Decoder) throws {
+        let entry = try decoder.container(keyedBy: CodingKeys.self)
+        hash2 = (try? entry.decodeIfPresent(Data.self, forKey: .hash2)) ?? nil
+        symlink = (try? entry.decodeIfPresent(String.self, forKey: .symlink)) ?? nil
     }
 }

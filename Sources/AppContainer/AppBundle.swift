@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The app's bundle, `<App>.app` (ARCHITECTURE.md, "Places and rules", "Bundle, backup and setup"): installed once by

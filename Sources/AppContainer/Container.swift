@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// An app container on disk (ARCHITECTURE.md, "Places and rules"): the folder that holds the bundle, Documents, Library
@@ -16,7 +16,7 @@ public struct Container: Sendable {
     public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if let path = environment["INBOX_CONTAINER"], !path.isEmpty { return path }
         if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return data + "/inbox/default" }
-        let home = environment["HOME"] ?? NSHomeDirectory()
+        let home = environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
         return home + "/.local/share/inbox/default"
     }
 

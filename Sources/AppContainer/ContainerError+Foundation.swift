@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// `error.localizedDescription` is the message a person can act on, not Swift's generic "The operation could
 /// not be completed".

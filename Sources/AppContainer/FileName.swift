@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One name in a folder, as the exact bytes Linux stores: any byte but `/` and NUL,
 /// so names that are not valid UTF-8 survive every step unchanged.

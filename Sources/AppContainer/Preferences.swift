@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The service's preferences, an XML property list at `Library/Preferences/inbox.plist`. Missing keys
 /// take their defaults; one-time setup writes the defaults so a person can see and edit them.
@@ -40,16 +40,17 @@ public struct Preferences: Sendable, Equatable {
         } catch {
             throw error.failure("read the preferences", path(container))
         }
-        guard let plist = try? PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any] else {
+        // Any property list whose top level is a dictionary; each of its values a whole number or not (nil).
+        guard let plist = try? PropertyListDecoder().decode([String: WholeNumber].self, from: data) else {
             throw ContainerError(.badData, "'\(path(container))' is not a property list: fix or delete it")
         }
         for (key, keyPath) in keys {
             guard let value = plist[key] else { continue }
-            guard let number = value as? NSNumber, number.int64Value >= 0 else {
+            guard let number = value.number, number >= 0 else {
                 throw ContainerError(
                     .badData, "'\(key)' in '\(path(container))' must be a whole number of seconds or bytes")
             }
-            preferences[keyPath: keyPath] = number.int64Value
+            preferences[keyPath: keyPath] = number
         }
         return preferences
     }
@@ -57,16 +58,27 @@ public struct Preferences: Sendable, Equatable {
     /// Writes the file with every key, keeping values already there; atomically and durably (`Container.write`).
     public static func writeDefaults(_ container: Container) throws(ContainerError) {
         let current = try load(container)
-        var plist: [String: Any] = [:]
+        var plist: [String: Int64] = [:]
         for (key, keyPath) in keys { plist[key] = current[keyPath: keyPath] }
         let data: Data
         do {
-            data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+            let encoder = PropertyListEncoder()
+            encoder.outputFormat = .xml
+            data = try encoder.encode(plist)
         } catch {
-            throw ContainerError(.failure, "cannot encode the preferences: \(error.localizedDescription)")
+            throw ContainerError(.failure, "cannot encode the preferences: \(error)")
         }
         try container.write(Array(data), to: container.components(of: .preferences) + [fileName])
     }
 
     private static let fileName = FileName("inbox.plist").unsafelyUnwrapped
+}
+
+/// A value of the preferences' property list: its whole number, or nil for any other value (text, a real, a date…).
+private struct WholeNumber: Decodable {
+    let number: Int64?
+
+    init(from decoder: any Decoder) throws {
+        number = try? decoder.singleValueContainer().decode(Int64.self)
+    }
 }

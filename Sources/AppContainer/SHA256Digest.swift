@@ -3,7 +3,8 @@ import Glibc
 
 /// SHA-256 through libcrypto, with one context reused for every digest (ARCHITECTURE.md, "Dependencies", "The hot
 /// path"): `begin`, `update` as the bytes come, `finish`. `hash(_:in:shown:)` does all three for a file, with one
-/// reused read buffer.
+/// reused read buffer. It uses libcrypto's low-level SHA-256 functions, not EVP, so that no process loads OpenSSL's
+/// providers and configuration to hash (ARCHITECTURE.md, "Start-up and memory").
 ///
 /// Not thread-safe: make one per thread or walk.
 public final class SHA256Digest {
@@ -12,50 +13,37 @@ public final class SHA256Digest {
     /// The length of a digest.
     public static let length = 32
 
-    private let digest: OpaquePointer  // EVP_MD for SHA-256
-    private let context: OpaquePointer  // EVP_MD_CTX, initialised again for each digest
+    private let context: UnsafeMutablePointer<SHA256_CTX>  // initialised again for each digest
     private var buffer: UnsafeMutableRawBufferPointer?  // for `hash`, made on its first call
 
-    /// Fetches libcrypto's SHA-256 and makes the context every digest reuses.
-    /// - Throws: `.failure` when libcrypto has no SHA-256 or cannot make a context.
+    /// Makes the context every digest reuses.
+    /// - Throws: never, since the context needs no more than memory; kept for callers that make one per run.
     public init() throws(ContainerError) {
-        guard let digest = EVP_MD_fetch(nil, "SHA256", nil) else {
-            throw ContainerError(.failure, "libcrypto has no SHA-256 (EVP_MD_fetch failed)")
-        }
-        guard let context = EVP_MD_CTX_new() else {
-            EVP_MD_free(digest)
-            throw ContainerError(.failure, "cannot make a SHA-256 context (EVP_MD_CTX_new failed)")
-        }
-        self.digest = digest
-        self.context = context
+        context = .allocate(capacity: 1)
+        context.initialize(to: SHA256_CTX())
     }
 
     deinit {
         buffer?.deallocate()
-        EVP_MD_CTX_free(context)
-        EVP_MD_free(digest)
+        context.deallocate()
     }
 
     /// Starts a new digest, dropping any unfinished one.
     public func begin() throws(ContainerError) {
-        guard EVP_DigestInit_ex(context, digest, nil) == 1 else { throw Self.failure("EVP_DigestInit_ex") }
+        guard SHA256_Init(context) == 1 else { throw Self.failure("SHA256_Init") }
     }
 
     /// Adds `bytes` to the digest begun.
     public func update(_ bytes: UnsafeRawBufferPointer) throws(ContainerError) {
-        guard EVP_DigestUpdate(context, bytes.baseAddress, bytes.count) == 1 else {
-            throw Self.failure("EVP_DigestUpdate")
+        guard SHA256_Update(context, bytes.baseAddress, bytes.count) == 1 else {
+            throw Self.failure("SHA256_Update")
         }
     }
 
     /// The 32 bytes of the digest begun; `begin` again for the next.
     public func finish() throws(ContainerError) -> [UInt8] {
-        var result = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
-        var length: CUnsignedInt = 0
-        guard EVP_DigestFinal_ex(context, &result, &length) == 1, length == Self.length else {
-            throw Self.failure("EVP_DigestFinal_ex")
-        }
-        result.removeLast(result.count - Self.length)
+        var result = [UInt8](repeating: 0, count: Self.length)
+        guard SHA256_Final(&result, context) == 1 else { throw Self.failure("SHA256_Final") }
         return result
     }
 

@@ -369,16 +369,25 @@ package func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
     return status
 }
 
-/// `pthread_create` with default attributes; it returns its error rather than setting errno.
+/// `pthread_create`, with default attributes when `attributes` is nil; it returns its error rather than setting errno.
+/// Retried on EINTR like every call of this layer but `close` (POSIX says it never returns it; a test may inject it).
 @inline(never)
 package func system_pthread_create(
-    _ start: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?, _ argument: UnsafeMutableRawPointer?
+    _ start: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?,
+    _ argument: UnsafeMutableRawPointer?,
+    attributes: UnsafePointer<pthread_attr_t>? = nil
 ) throws(Errno) -> pthread_t {
-    if let fault = plannedFault("pthread_create") { throw fault }
-    var thread = pthread_t()
-    let result = pthread_create(&thread, nil, start, argument)
-    guard result == 0 else { throw Errno(rawValue: result) }
-    return thread
+    while true {
+        if let fault = plannedFault("pthread_create") {
+            if fault == .interrupted { continue }
+            throw fault
+        }
+        var thread = pthread_t()
+        let result = pthread_create(&thread, attributes, start, argument)
+        if result == 0 { return thread }
+        if result == EINTR { continue }
+        throw Errno(rawValue: result)
+    }
 }
 
 /// `pthread_join`, discarding the thread's result; fails only for a thread that cannot be joined.

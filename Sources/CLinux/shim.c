@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -73,6 +74,10 @@ int inbox_pipe2(int fds[2], int flags) {
 
 int inbox_set_no_new_privs(void) {
     return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+}
+
+int inbox_set_thread_name(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
 }
 
 // MARK: - Landlock

@@ -1,5 +1,6 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
+import Glibc
 import InboxKit
 
 struct InitCommand: Command {
@@ -240,9 +241,13 @@ struct WatchCommand: Command {
     ) throws(ContainerError) {
         if lines {
             // While nothing arrives, no write would find the reader gone.
-            Thread.detachNewThread {
-                Output.waitUntilReaderIsGone()
-                stop()
+            do throws(Errno) {
+                try startDetachedThread {
+                    Output.waitUntilReaderIsGone()
+                    stop()
+                }
+            } catch {
+                throw error.failure("start a thread for", "the watcher's output")
             }
         }
         try catchSignals()

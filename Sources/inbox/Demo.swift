@@ -1,6 +1,6 @@
 import AppContainer
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Glibc
 import InboxKit
 import Synchronization
@@ -27,9 +27,13 @@ enum Demo {
         let watcher = Watcher(inbox: inbox, options: options, handler: MoveEverything())
         let finished = DispatchSemaphore(value: 0)
         let failure = Mutex<ContainerError?>(nil)
-        Thread.detachNewThread {
-            do throws(ContainerError) { try watcher.run() } catch { failure.withLock { $0 = error } }
-            finished.signal()
+        do throws(Errno) {
+            try startDetachedThread {
+                do throws(ContainerError) { try watcher.run() } catch { failure.withLock { $0 = error } }
+                finished.signal()
+            }
+        } catch {
+            throw error.failure("start a thread for", "the demo's watcher")
         }
         var shown = DemoLog(log: inbox.log, width: files.map(\.relative.count).max() ?? 0, say: say)
         do {
@@ -119,19 +123,22 @@ enum Demo {
     /// The regular files under `folder`, recursively, sorted by path; hidden files and the generator are skipped.
     static func sampleFiles(under folder: String) -> [(url: URL, relative: String)] {
         let root = URL(fileURLWithPath: folder, isDirectory: true).standardizedFileURL
-        guard
-            let walker = FileManager.default.enumerator(
-                at: root, includingPropertiesForKeys: [.isRegularFileKey], options: [.skipsHiddenFiles])
-        else { return [] }
         var files: [(url: URL, relative: String)] = []
-        for case let url as URL in walker {
-            guard (try? url.resourceValues(forKeys: [.isRegularFileKey]))?.isRegularFile == true,
-                !["py", "md"].contains(url.pathExtension)
-            else { continue }
-            let relative = url.standardizedFileURL.path.dropFirst(root.path.count).drop(while: { $0 == "/" })
-            // Messages under mail/ are imported, not delivered as files.
-            guard !relative.hasPrefix("mail/") else { continue }
-            files.append((url, String(relative)))
+        var folders = [""]  // below root, never through a symbolic link
+        while let relative = folders.popLast() {
+            let path = relative.isEmpty ? root.path : root.path + "/" + relative
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] where !name.hasPrefix(".") {
+                let inner = relative.isEmpty ? name : relative + "/" + name
+                guard let status = try? fileStatus(in: currentDirectory, path + "/" + name) else { continue }
+                if status.kind == .directory {
+                    folders.append(inner)
+                    continue
+                }
+                // Messages under mail/ are imported, not delivered as files.
+                guard status.kind == .regular, !name.hasSuffix(".py"), !name.hasSuffix(".md"), !inner.hasPrefix("mail/")
+                else { continue }
+                files.append((root.appendingPathComponent(inner), inner))
+            }
         }
         return files.sorted { $0.relative < $1.relative }
     }
@@ -194,7 +201,7 @@ struct DemoLog {
         for record in records {
             guard let path = record.fields["path"] ?? record.fields["from"] else {
                 let detail = DemoLog.fragment(record)
-                say("  " + (message ?? "").padding(toLength: width, withPad: " ", startingAt: 0) + "  " + detail)
+                say("  " + (message ?? "").padded(to: width) + "  " + detail)
                 continue
             }
             if items[path] == nil { order.append(path) }
@@ -202,7 +209,7 @@ struct DemoLog {
         }
         for path in order {
             let name = String(path.split(separator: "/").last ?? "")
-            let label = (labels[name] ?? name).padding(toLength: width, withPad: " ", startingAt: 0)
+            let label = (labels[name] ?? name).padded(to: width)
             say("  " + label + "  " + (items[path] ?? []).map(DemoLog.fragment).joined(separator: ", "))
         }
     }

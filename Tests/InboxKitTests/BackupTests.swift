@@ -129,6 +129,12 @@ import Testing
         #expect(entries["Documents/.inbox-staging.12.34"]?.included == true, "only the Inbox stages deliveries")
     }
 
+    @Test func theFlagsBytesAreFoundationsBinaryPropertyListOfTheString() throws {
+        let encoded = try PropertyListSerialization.data(
+            fromPropertyList: "com.apple.backupd", format: .binary, options: 0)
+        #expect(BackupFlag.value == Array(encoded))
+    }
+
     @Test(.enabled(if: userAttributesWork)) func theFlagIsSetReadAndClearedWithTheBytesMacOSWrites() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

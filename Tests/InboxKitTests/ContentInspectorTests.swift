@@ -137,6 +137,47 @@ import Testing
         }
     }
 
+    // MARK: - libmagic loaded lazily
+
+    @Test func signaturesAndTextNeverLoadLibmagic() throws {
+        try Self.withFolder { folder in
+            let inspector = try ContentInspector()
+            for sample in ["team-photo.png", "invoice-2026-11.pdf", "meeting-notes.txt", "empty.txt"] {
+                _ = try Self.inspect(Self.samplesFolder + "/" + sample, with: inspector)
+            }
+            _ = try Self.inspect(try Self.write(Array("just words\n".utf8), to: folder + "/words.txt"), with: inspector)
+            #expect(!inspector.hasLoadedMagic)
+        }
+    }
+
+    @Test func aTypeTheSnifferLeavesLoadsLibmagicOnceAndNamesIt() throws {
+        try Self.withFolder { folder in
+            let inspector = try ContentInspector()
+            let noise = try Self.write(Self.pseudoRandomBytes(4096), to: folder + "/noise.bin")
+            let first = try Self.inspect(noise, with: inspector)
+            #expect(inspector.hasLoadedMagic)
+            #expect(first.mime == "application/octet-stream")
+            #expect(first.type == "other")
+            // The handle is kept: a second file that needs it, and then a PNG, on the same one.
+            #expect(try Self.inspect(noise, with: inspector) == first)
+            #expect(try Self.inspect(Self.samplesFolder + "/team-photo.png", with: inspector).type == "png")
+            #expect(inspector.hasLoadedMagic)
+        }
+    }
+
+    @Test func aDatabaseThatCannotBeLoadedFailsAtTheFirstFileThatNeedsIt() throws {
+        try Self.withFolder { folder in
+            // Readable, so the inspector is made; not a database, so loading it fails.
+            let broken = try Self.write(Array("not a magic database".utf8), to: folder + "/broken.mgc")
+            let inspector = try ContentInspector(database: broken)
+            #expect(try Self.inspect(Self.samplesFolder + "/team-photo.png", with: inspector).type == "png")
+            let noise = try Self.write(Self.pseudoRandomBytes(4096), to: folder + "/noise.bin")
+            let error = #expect(throws: ContainerError.self) { try Self.inspect(noise, with: inspector) }
+            #expect(error?.message.contains("cannot load the libmagic database '\(broken)'") == true)
+            #expect(!inspector.hasLoadedMagic)
+        }
+    }
+
     // MARK: - Failures
 
     @Test func missingMagicDatabaseIsAClearError() throws {

@@ -71,6 +71,9 @@ pid_t inbox_spawn_supervised(const char *path, char *const argv[], char *const e
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): for the calling thread and everything it starts.
 int inbox_set_no_new_privs(void);
 
+/// pthread_setname_np(pthread_self(), name): the calling thread's name as ps and top show it (at most 15 bytes).
+int inbox_set_thread_name(const char *name);
+
 /// landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): the Landlock ABI version, or -1.
 int inbox_landlock_abi_version(void);
 /// landlock_create_ruleset for file-system rights only; the descriptor is close-on-exec.

@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The per-item exclusion flag of ARCHITECTURE.md, "Bundle, backup and setup": the extended attribute macOS writes for
@@ -7,16 +7,13 @@ import Glibc
 enum BackupFlag {
     static let attribute = "user.com.apple.metadata:com_apple_backup_excludeItem"
 
-    /// The bytes macOS writes: a binary property list of the string `com.apple.backupd` (61 bytes).
-    static func value() throws(ContainerError) -> [UInt8] {
-        do {
-            let data = try PropertyListSerialization.data(
-                fromPropertyList: "com.apple.backupd", format: .binary, options: 0)
-            return Array(data)
-        } catch {
-            throw ContainerError(.failure, "cannot encode the backup exclusion flag: \(error)")
-        }
-    }
+    /// The bytes macOS writes: a binary property list of the string `com.apple.backupd` (61 bytes), as
+    /// Foundation's `PropertyListSerialization` writes it (a test compares the two): the header, the string (ASCII,
+    /// its length 17 as a one-byte integer), the offset table, and the trailer (one-byte offsets and references, one
+    /// object, the top one 0, the table at offset 28).
+    static let value: [UInt8] =
+        Array("bplist00".utf8) + [0x5F, 0x10, 0x11] + Array("com.apple.backupd".utf8) + [0x08]
+        + [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 28]
 
     /// Whether the open file or folder carries the flag. A filesystem without extended attributes has none.
     static func isSet(on fd: CInt) -> Bool {
@@ -82,7 +79,7 @@ extension Container {
     public func setExcludedFromBackup(_ excluded: Bool, at components: [FileName]) throws(ContainerError) {
         let item = try openFlaggable(components, changing: true)
         let shown = displayPath(components)
-        let value: [UInt8]? = try excluded ? BackupFlag.value() : nil
+        let value: [UInt8]? = excluded ? BackupFlag.value : nil
         let doing = excluded ? "exclude from backup" : "clear the backup exclusion flag of"
         do {
             do {

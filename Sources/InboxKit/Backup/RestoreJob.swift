@@ -1,6 +1,7 @@
 import AppContainer
 import CArchive
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -37,18 +38,20 @@ final class RestoreJob: Sendable {
             // A test's fault plan covers the restore's own thread too.
             let plan = SyscallFaultPlan.current ?? SyscallFaultPlan()
         #endif
-        let thread = Thread { [self] in
-            var outcome: Result<RestoreReport, ContainerError>
-            #if DEBUG
-                outcome = plan.run { Result { () throws(ContainerError) in try withUTF8Names(extract) } }
-            #else
-                outcome = Result { () throws(ContainerError) in try withUTF8Names(extract) }
-            #endif
-            result.withLock { $0 = outcome }
-            finished.signal()
+        do throws(Errno) {
+            try startDetachedThread(name: "inbox-restore") { [self] in
+                var outcome: Result<RestoreReport, ContainerError>
+                #if DEBUG
+                    outcome = plan.run { Result { () throws(ContainerError) in try withUTF8Names(extract) } }
+                #else
+                    outcome = Result { () throws(ContainerError) in try withUTF8Names(extract) }
+                #endif
+                result.withLock { $0 = outcome }
+                finished.signal()
+            }
+        } catch {
+            throw error.failure("start a thread for the restore of", shown)
         }
-        thread.name = "inbox-restore"
-        thread.start()
         finished.wait()
         guard let outcome = result.withLock({ $0 }) else {
             throw ContainerError(.failure, "the restore of '\(shown)' ended without a result")

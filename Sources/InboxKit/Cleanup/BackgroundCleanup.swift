@@ -1,6 +1,6 @@
 import AppContainer
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// The cleanup policy applied for the process's watchers on one thread of its own (one watcher or a fleet of
@@ -61,9 +61,18 @@ final class BackgroundCleanup: Sendable {
             return !state.threadRuns
         }
         if start {
-            let thread = Thread { [self] in run() }
-            thread.stackSize = 1 << 20
-            thread.start()
+            do throws(Errno) {
+                try startDetachedThread(name: "inbox-cleanup", stackSize: 1 << 20) { [self] in run() }
+            } catch {
+                // No thread to be had (the process's limit): no background clean until a watcher starts again.
+                watcher.report("cannot start the cleanup thread (\(error)): no cleanup this run")
+                let jobs = state.withLock { state -> [Job] in
+                    state.threadRuns = false
+                    defer { state.jobs.removeAll() }
+                    return state.jobs.map(\.job)
+                }
+                for job in jobs { job.finished.signal() }
+            }
         } else {
             wake.signal()
         }

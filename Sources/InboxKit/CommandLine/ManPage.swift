@@ -50,8 +50,8 @@ public enum ManPage {
 
     /// `text` safe on a roff line: backslashes and hyphens escaped, a leading `.` or `'` kept literal.
     static func text(_ text: String) -> String {
-        var escaped = text.replacingOccurrences(of: "\\", with: #"\e"#).replacingOccurrences(of: "-", with: #"\-"#)
-        escaped = escaped.replacingOccurrences(of: "\n", with: " ")
+        var escaped = text.replacingEvery("\\", with: #"\e"#).replacingEvery("-", with: #"\-"#)
+        escaped = escaped.replacingEvery("\n", with: " ")
         if escaped.hasPrefix(".") || escaped.hasPrefix("'") { escaped = #"\&"# + escaped }
         return escaped
     }

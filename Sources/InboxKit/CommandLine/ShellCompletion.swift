@@ -131,7 +131,7 @@ public enum ShellCompletion {
 
     /// Single-quoted for a shell.
     public static func quoted(_ text: String) -> String {
-        "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
+        "'" + text.replacingEvery("'", with: #"'\''"#) + "'"
     }
 
     /// A description without what zsh's specs give meaning to (`[`, `]`, `:`), on one line.

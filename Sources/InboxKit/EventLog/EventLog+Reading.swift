@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 extension EventLog {
@@ -37,35 +37,25 @@ extension EventLog {
         nanosleep(&interval, nil)
     }
 
+    /// One decoder for every line read (it keeps no state between calls).
+    static let jsonDecoder = JSONDecoder()
+
     /// A line as a record: a JSON object with a non-negative integer `seq`, and `time` and `event` strings.
     static func parseRecord(_ line: ArraySlice<UInt8>) -> EventRecord? {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { return nil }
-        guard object["seq"] is NSNumber, let time = object["time"] as? String, let event = object["event"] as? String
+        guard
+            let object = JSONValue.flatObject(line)
+                ?? (try? jsonDecoder.decode([String: JSONValue].self, from: Data(line)))
         else { return nil }
-        var fields: [String: String] = [:]
-        for (key, value) in object { fields[key] = text(of: value) }
-        guard let seqText = fields["seq"], let seq = UInt64(seqText) else { return nil }
-        return EventRecord(
-            seq: seq, time: time, event: event, line: String(decoding: line, as: UTF8.self), fields: fields)
-    }
-
-    /// A JSON value as text: strings as they are, numbers and booleans printed, anything else as JSON.
-    private static func text(of value: Any) -> String {
-        switch value {
-        case let string as String:
-            return string
-        case let number as NSNumber:
-            // JSONSerialization gives `true` and `false` as NSNumbers of C type char.
-            if String(cString: number.objCType) == "c" { return number.boolValue ? "true" : "false" }
-            return number.stringValue
-        case is NSNull:
-            return "null"
-        default:
-            guard let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys]) else {
-                return String(describing: value)
-            }
-            return String(decoding: data, as: UTF8.self)
+        guard case .string(let time) = object["time"], case .string(let event) = object["event"] else { return nil }
+        let seq: UInt64
+        switch object["seq"] {
+        case .integer(let value) where value >= 0: seq = UInt64(value)
+        case .unsigned(let value): seq = value
+        default: return nil
         }
+        return EventRecord(
+            seq: seq, time: time, event: event, line: String(decoding: line, as: UTF8.self),
+            fields: object.mapValues(\.text))
     }
 }
 
@@ -220,8 +210,7 @@ extension EventRecord {
                     index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
                 }
                 if depth == 1, expectingKey, index < bytes.count,
-                    let key = try? JSONSerialization.jsonObject(
-                        with: Data(bytes[start...index]), options: .fragmentsAllowed) as? String
+                    let key = Self.key(bytes[start...index])
                 {
                     keys.append(key)
                     expectingKey = false
@@ -240,6 +229,13 @@ extension EventRecord {
         }
         return keys
     }
+    /// A quoted key as its text: the bytes between the quotes when nothing in them is escaped, else as JSON reads it.
+    private static func key(_ quoted: ArraySlice<UInt8>) -> String? {
+        let inner = quoted.dropFirst().dropLast()
+        guard inner.contains(UInt8(ascii: "\\")) else { return String(decoding: inner, as: UTF8.self) }
+        return try? EventLog.jsonDecoder.decode(String.self, from: Data(quoted))
+    }
+
     /// A path field exact to the byte: from `<key>_b64` when the record has it, else the text of `key`.
     public func pathBytes(_ key: String) -> [UInt8]? {
         if let encoded = fields[key + "_b64"], let data = Data(base64Encoded: encoded) { return Array(data) }

@@ -1,5 +1,6 @@
 import AppContainer
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 /// Runs the `--exec` command for each item of a batch, at most `jobs` at once.
@@ -13,20 +14,25 @@ enum HookPool {
         let next = Mutex(0)
         let results = Mutex([HookOutcome?](repeating: nil, count: work.count))
         let done = DispatchGroup()
+        let worker: @Sendable () -> Void = {
+            while true {
+                let index = next.withLock { value -> Int in
+                    defer { value += 1 }
+                    return value
+                }
+                guard index < work.count else { break }
+                let item = work[index]
+                let outcome = hooks.run(itemPath: item.path, name: item.name, file: item.fd)
+                results.withLock { $0[index] = outcome }
+            }
+            done.leave()
+        }
         for _ in 0..<max(1, min(jobs, work.count)) {
             done.enter()
-            Thread.detachNewThread {
-                while true {
-                    let index = next.withLock { value -> Int in
-                        defer { value += 1 }
-                        return value
-                    }
-                    guard index < work.count else { break }
-                    let item = work[index]
-                    let outcome = hooks.run(itemPath: item.path, name: item.name, file: item.fd)
-                    results.withLock { $0[index] = outcome }
-                }
-                done.leave()
+            do throws(Errno) {
+                try startDetachedThread(worker)
+            } catch {
+                worker()  // no thread to be had: this one takes its share
             }
         }
         done.wait()

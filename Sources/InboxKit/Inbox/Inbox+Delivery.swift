@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// What to deliver: a file, bytes in memory, or standard input, each under a suggested name.

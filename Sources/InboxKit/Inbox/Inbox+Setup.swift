@@ -1,6 +1,6 @@
 import AppContainer
 import Dispatch
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 extension Inbox {
@@ -30,24 +30,29 @@ final class BackgroundSetup: Sendable {
     static func start(_ inbox: Inbox, report: @escaping @Sendable (String) -> Void) -> BackgroundSetup? {
         guard !Setup.isDone(inbox.container) else { return nil }
         let setup = BackgroundSetup()
-        let thread = Thread {
-            defer { setup.finished.signal() }
-            do throws(ContainerError) {
-                if let done = try inbox.runSetup(shouldContinue: { !setup.cancelled.load(ordering: .relaxed) }) {
-                    report("one-time setup done: \(done.templatesCopied) template files copied")
-                }
-            } catch {
-                if setup.cancelled.load(ordering: .relaxed) {
-                    report("one-time setup stopped unfinished; it runs again at the next start")
-                } else {
-                    report("one-time setup failed (it runs again at the next start): \(error.message)")
-                    _ = try? inbox.log.append(
-                        Event(.error, ["during": .string("setup"), "message": .string(error.message)]))
+        do throws(Errno) {
+            try startDetachedThread(stackSize: 1 << 20) {
+                defer { setup.finished.signal() }
+                do throws(ContainerError) {
+                    if let done = try inbox.runSetup(shouldContinue: { !setup.cancelled.load(ordering: .relaxed) }) {
+                        report("one-time setup done: \(done.templatesCopied) template files copied")
+                    }
+                } catch {
+                    if setup.cancelled.load(ordering: .relaxed) {
+                        report("one-time setup stopped unfinished; it runs again at the next start")
+                    } else {
+                        report("one-time setup failed (it runs again at the next start): \(error.message)")
+                        _ = try? inbox.log.append(
+                            Event(.error, ["during": .string("setup"), "message": .string(error.message)]))
+                    }
                 }
             }
+        } catch {
+            report(
+                "one-time setup failed (it runs again at the next start): \(error.failure("start a thread for", "setup").message)"
+            )
+            return nil
         }
-        thread.stackSize = 1 << 20
-        thread.start()
         return setup
     }
 

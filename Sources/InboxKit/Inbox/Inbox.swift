@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The Inbox of one container: where other programs hand files to the app (ARCHITECTURE.md, "How an arrival flows",

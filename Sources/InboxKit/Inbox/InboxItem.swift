@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// A file in the Inbox. It can be read and deleted, never written: to edit it, move it into

@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Intent records for the moves of `inbox move` and the library (ARCHITECTURE.md, "One mover"), so that a

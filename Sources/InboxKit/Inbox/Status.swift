@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 
 /// What `inbox status` reports: the watcher, each place's contents, overflows, the last scan, and the
 /// inotify limits in force (read from /proc: libinotifytools' getter for the queue size is broken).
@@ -45,7 +45,7 @@ public struct ContainerStatus: Sendable {
             (
                 name,
                 (try? String(contentsOfFile: "/proc/sys/fs/inotify/" + name, encoding: .utf8))
-                    .flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                    .flatMap { Int($0.trimmingWhitespace) }
             )
         }
         return ContainerStatus(
@@ -53,45 +53,56 @@ public struct ContainerStatus: Sendable {
             overflows: overflows, lastScan: lastScan, inotifyLimits: limits)
     }
 
-    /// Files and bytes below `path`, never following a symbolic link.
+    /// Files and bytes below `path`, never following a symbolic link; the names `skipping` and `stopAt` at its top
+    /// are left out. What cannot be read is left out too.
     private static func usage(of path: String, skipping: String?, stopAt: Set<String>) -> (Int, Int64) {
-        guard let walker = FileManager.default.enumerator(atPath: path) else { return (0, 0) }
-        var files = 0
-        var bytes: Int64 = 0
-        while let relative = walker.nextObject() as? String {
-            if relative == skipping || stopAt.contains(relative) {
-                walker.skipDescendants()
-                continue
+        guard let folder = try? FileDescriptor(path, [.directory, .noFollow]) else { return (0, 0) }
+        var total = (files: 0, bytes: Int64(0))
+        add(folder, leavingOut: stopAt.union(skipping.map { [$0] } ?? []), to: &total)
+        return total
+    }
+
+    private static func add(
+        _ folder: borrowing FileDescriptor, leavingOut: Set<String>, to total: inout (files: Int, bytes: Int64)
+    ) {
+        try? folder.forEachEntry { name throws(Errno) in
+            guard !leavingOut.contains(name.string), let status = try? fileStatus(in: folder.rawValue, name) else {
+                return true
             }
-            guard let status = try? fileStatus(in: currentDirectory, path + "/" + relative), status.kind == .regular
-            else { continue }
-            files += 1
-            bytes += status.size
+            if status.kind == .regular {
+                total.files += 1
+                total.bytes += status.size
+            } else if status.kind == .directory,
+                let inner = try? FileDescriptor(at: folder.rawValue, name, [.directory, .noFollow])
+            {
+                add(inner, leavingOut: [], to: &total)
+            }
+            return true
         }
-        return (files, bytes)
     }
 
     /// `{"watcher":{"running":…,"pid":…},"places":{…},"overflows":…,"last_scan":…,"inotify":{…}}`, every key
     /// snake_case like the log's (`application_support`), slashes unescaped.
     public var json: String {
-        var object: [String: Any] = [
-            "watcher": ["running": watcherPID != nil, "pid": watcherPID.map { Int($0) } as Any? ?? NSNull()],
-            "container": root,
-            "overflows": overflows,
-            "last_scan": lastScan as Any? ?? NSNull(),
-        ]
-        var placesObject: [String: Any] = [:]
-        for usage in places {
-            placesObject[Self.snakeCase(usage.place.rawValue)] = ["files": usage.files, "bytes": usage.bytes]
+        var places: [String: JSONValue] = [:]
+        for usage in self.places {
+            places[Self.snakeCase(usage.place.rawValue)] = .object([
+                "files": .integer(Int64(usage.files)), "bytes": .integer(usage.bytes),
+            ])
         }
-        object["places"] = placesObject
-        var limits: [String: Any] = [:]
-        for (name, value) in inotifyLimits { limits[name] = value as Any? ?? NSNull() }
-        object["inotify"] = limits
-        let data =
-            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-            ?? Data("{}".utf8)
-        return String(decoding: data, as: UTF8.self)
+        var limits: [String: JSONValue] = [:]
+        for (name, value) in inotifyLimits { limits[name] = value.map { .integer(Int64($0)) } ?? .null }
+        let object: JSONValue = .object([
+            "watcher": .object([
+                "running": .bool(watcherPID != nil), "pid": watcherPID.map { .integer(Int64($0)) } ?? .null,
+            ]),
+            "container": .string(root),
+            "overflows": .integer(Int64(overflows)),
+            "last_scan": lastScan.map { .string($0) } ?? .null,
+            "places": .object(places),
+            "inotify": .object(limits),
+        ])
+        return object.json(escapingSlashes: false)
     }
 
     /// The report for a person.
@@ -99,9 +110,9 @@ public struct ContainerStatus: Sendable {
         var lines = ["container  \(root)"]
         lines.append("watcher    " + (watcherPID.map { "running (pid \($0))" } ?? "not running"))
         for usage in places {
-            let name = usage.place.relativePath(appName: "App").replacingOccurrences(of: "App.app", with: "bundle")
+            let name = usage.place.relativePath(appName: "App").replacingEvery("App.app", with: "bundle")
             lines.append(
-                "  \(name.padding(toLength: 30, withPad: " ", startingAt: 0)) \(Self.count(usage.files, "file", "files")), \(Self.count(Int(usage.bytes), "byte", "bytes"))"
+                "  \(name.padded(to: 30)) \(Self.count(usage.files, "file", "files")), \(Self.count(Int(usage.bytes), "byte", "bytes"))"
             )
         }
         lines.append("overflows  \(overflows)")

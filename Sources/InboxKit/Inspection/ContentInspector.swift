@@ -22,7 +22,8 @@ public struct Inspection: Sendable, Equatable {
 
 /// Hashes files with SHA-256 and names their content type, reusing one libmagic handle, one libcrypto
 /// context and one read buffer for every file (ARCHITECTURE.md, "The hot path"). `ContentSniffer` names the common
-/// types; libmagic, slow on text, names the rest.
+/// types; libmagic, slow on text, names the rest. Its database (8 MB, read whole into memory) is loaded the first
+/// time a file's first bytes do not name the type, not before (ARCHITECTURE.md, "Start-up and memory").
 ///
 /// Not thread-safe: every call shares those. Make one inspector per thread and keep it.
 public final class ContentInspector {
@@ -32,36 +33,60 @@ public final class ContentInspector {
     /// MIME type only; never look inside compressed data (libmagic would decompress, or fork a decompressor).
     private static let magicFlags = MAGIC_MIME_TYPE | MAGIC_NO_CHECK_COMPRESS
 
-    private let magic: OpaquePointer  // magic_t
+    private let database: String?
+    /// The libmagic handle (`magic_t`) with its database loaded; nil until a file needs it.
+    private var magic: OpaquePointer?
     private let digest: SHA256Digest
     private let buffer: UnsafeMutableRawBufferPointer
 
-    /// Opens libmagic with its database and makes a SHA-256 context.
+    /// Makes a SHA-256 context, and checks that libmagic's database can be read; it is loaded when first needed.
     /// - Parameter database: a libmagic database file; nil for libmagic's default (`$MAGIC`, else the system's).
     public init(database: String? = nil) throws(ContainerError) {
-        guard let magic = magic_open(Self.magicFlags) else {
-            throw ContainerError(.failure, "cannot start libmagic: \(Errno(rawValue: errno))")
-        }
-        guard magic_load(magic, database) == 0 else {
-            let reason = magic_error(magic).map { String(cString: $0) } ?? "unknown error"
-            magic_close(magic)
-            let hint = database == nil ? " (is the libmagic-mgc package installed?)" : ""
-            let name = database.map { " '\($0)'" } ?? ""
-            throw ContainerError(.failure, "cannot load the libmagic database\(name): \(reason)\(hint)")
-        }
-        do {
-            digest = try SHA256Digest()
-        } catch {
-            magic_close(magic)
-            throw error
-        }
-        self.magic = magic
+        try Self.checkReadable(database)
+        self.database = database
+        digest = try SHA256Digest()
         buffer = .allocate(byteCount: Self.chunkSize, alignment: 4096)
     }
 
     deinit {
         buffer.deallocate()
-        magic_close(magic)
+        if let magic { magic_close(magic) }
+    }
+
+    /// Whether libmagic's database has been loaded: only once a file's first bytes did not name its type.
+    package var hasLoadedMagic: Bool { magic != nil }
+
+    /// Fails as loading would when no file of the database's search path (`magic_getpath`, with libmagic's `.mgc`
+    /// suffix or without) can be read, so that a missing database is found at once rather than at the first file
+    /// that needs it.
+    private static func checkReadable(_ database: String?) throws(ContainerError) {
+        let paths = magic_getpath(database, 0).map { String(cString: $0) } ?? ""
+        let readable = paths.split(separator: ":").contains { path in
+            access(String(path) + ".mgc", R_OK) == 0 || access(String(path), R_OK) == 0
+        }
+        guard !readable else { return }
+        throw loadFailure(database, reason: "no readable file at '\(paths)'")
+    }
+
+    private static func loadFailure(_ database: String?, reason: String) -> ContainerError {
+        let hint = database == nil ? " (is the libmagic-mgc package installed?)" : ""
+        let name = database.map { " '\($0)'" } ?? ""
+        return ContainerError(.failure, "cannot load the libmagic database\(name): \(reason)\(hint)")
+    }
+
+    /// The libmagic handle, opened and its database loaded on the first call.
+    private func loadedMagic() throws(ContainerError) -> OpaquePointer {
+        if let magic { return magic }
+        guard let opened = magic_open(Self.magicFlags) else {
+            throw ContainerError(.failure, "cannot start libmagic: \(Errno(rawValue: errno))")
+        }
+        guard magic_load(opened, database) == 0 else {
+            let reason = magic_error(opened).map { String(cString: $0) } ?? "unknown error"
+            magic_close(opened)
+            throw Self.loadFailure(database, reason: reason)
+        }
+        magic = opened
+        return opened
     }
 
     /// Reads the file open at `fd` from offset 0 to its end, hashing as it goes, and names its type from
@@ -106,6 +131,7 @@ public final class ContentInspector {
     /// name for that.
     private func sniff(_ head: UnsafeRawBufferPointer) throws(ContainerError) -> (type: String, mime: String) {
         if let sniffed = ContentSniffer.sniff(head) { return (sniffed.type, sniffed.mime) }
+        let magic = try loadedMagic()
         guard let result = magic_buffer(magic, head.baseAddress, head.count) else {
             let reason = magic_error(magic).map { String(cString: $0) } ?? "unknown error"
             throw ContainerError(.failure, "libmagic cannot name the content type: \(reason)")

@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Imports mail into an Inbox (ARCHITECTURE.md, "Mail import"): each message's attachments delivered once,

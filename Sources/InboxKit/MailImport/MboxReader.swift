@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// Splits an mbox into its messages as Python's `mailbox.mbox` does: a message begins after each line that

@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 
 /// What the watcher's checkpoint and the event log after it say of the items that arrived and are still in the
 /// Inbox (ARCHITECTURE.md, "Settled before cleaned"): which arrived, which have a disposition decided and not

@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The watcher's memory across restarts. The event log is the truth: every `arrived` record carries the

@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// The watcher's hot path, run on one thread: validate → seal → inspect → handle → apply, with one group

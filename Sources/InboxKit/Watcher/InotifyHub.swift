@@ -1,5 +1,6 @@
 import AppContainer
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Synchronization
 
@@ -68,9 +69,18 @@ final class InotifyHub: Sendable {
             return !state.running
         }
         if start {
-            let thread = Thread { [self] in run() }
-            thread.name = "inbox-inotify"
-            thread.start()
+            do throws(Errno) {
+                try startDetachedThread(name: "inbox-inotify") { [self] in run() }
+            } catch {
+                // Every registration since (they found the thread starting) fails with this one.
+                let failed = state.withLock { state -> [Entry] in
+                    state.running = false
+                    defer { state.entries.removeAll() }
+                    return Array(state.entries.values)
+                }
+                let failure = error.failure("start the inotify thread for", "the watcher")
+                for entry in failed { entry.watched(failure) }
+            }
         }
     }
 

@@ -1,6 +1,5 @@
 import AppContainer
 import Dispatch
-import Foundation
 import Glibc
 import Synchronization
 
@@ -119,10 +118,27 @@ final class WatchPool: Sendable {
         return (nil, true)
     }
 
+    /// Starts a thread counted by `wakeOrClaim`. When none can be made (the process's limit) and the pool has no
+    /// thread left, every member in line ends with that failure (a fleet logs it and tries again later).
     private func spawn() {
-        let thread = Thread { [self] in serve() }
-        thread.stackSize = 512 << 10
-        thread.start()
+        do throws(Errno) {
+            try startDetachedThread(name: "inbox-watch", stackSize: 512 << 10) { [self] in serve() }
+        } catch {
+            let stranded = state.withLock { state -> [Member] in
+                state.threads -= 1
+                guard state.threads == 0 else { return [] }
+                let stranded = Array(state.line[state.head...])
+                state.line.removeAll()
+                state.head = 0
+                for member in stranded { state.members.removeValue(forKey: ObjectIdentifier(member)) }
+                return stranded
+            }
+            let failure = error.failure("start a thread to watch", "the containers")
+            for member in stranded {
+                member.session?.release()
+                member.ended(failure)
+            }
+        }
     }
 
     /// A thread's life: the first member in line takes a turn; with nobody in line, the thread waits to be woken

@@ -1,5 +1,6 @@
 import AppContainer
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Synchronization
 
 /// A library handler that may `await` while it decides.
@@ -22,8 +23,12 @@ extension Watcher {
     public func run() async throws(ContainerError) {
         let outcome: Result<Void, ContainerError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                Thread.detachNewThread { [self] in
-                    continuation.resume(returning: Result { () throws(ContainerError) in try run() })
+                do throws(Errno) {
+                    try startDetachedThread { [self] in
+                        continuation.resume(returning: Result { () throws(ContainerError) in try run() })
+                    }
+                } catch {
+                    continuation.resume(returning: .failure(error.failure("start a thread for", "the watcher")))
                 }
             }
         } onCancel: {

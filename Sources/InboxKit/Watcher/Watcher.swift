@@ -1,6 +1,8 @@
 import AppContainer
 import CLinux
-import Foundation
+import Dispatch
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// How the watcher treats arrivals.
@@ -161,8 +163,7 @@ final class SignalCatch: @unchecked Sendable {
         let previous: [(CInt, sigaction)]
     }
 
-    private let lock = NSLock()
-    private var installed: Installed?
+    private let installed = Mutex<Installed?>(nil)
 
     func install(report: (@Sendable (String) -> Void)?, stop: @escaping @Sendable () -> Void) throws(ContainerError) {
         let (read, write): (CInt, CInt)
@@ -177,20 +178,26 @@ final class SignalCatch: @unchecked Sendable {
             guard inbox_catch_signal_to_pipe(number, write, &previous) == 0 else { continue }
             saved.append((number, previous))
         }
-        lock.withLock { installed = Installed(write: write, previous: saved) }
-        Thread.detachNewThread {
-            let reader = FileDescriptor(owning: read)
-            var byte: [UInt8] = [0]
-            // Ends when the write end closes, at `release`.
-            while (try? byte.withUnsafeMutableBytes { try reader.read(into: $0) }) == 1 {
-                report?("stopping on \(CInt(byte[0]) == SIGTERM ? "SIGTERM" : "SIGINT")")
-                stop()
+        installed.withLock { $0 = Installed(write: write, previous: saved) }
+        do throws(Errno) {
+            try startDetachedThread {
+                let reader = FileDescriptor(owning: read)
+                var byte: [UInt8] = [0]
+                // Ends when the write end closes, at `release`.
+                while (try? byte.withUnsafeMutableBytes { try reader.read(into: $0) }) == 1 {
+                    report?("stopping on \(CInt(byte[0]) == SIGTERM ? "SIGTERM" : "SIGINT")")
+                    stop()
+                }
             }
+        } catch {
+            try? system_close(read)
+            release()
+            throw error.failure("catch SIGTERM and SIGINT with", "a thread")
         }
     }
 
     func release() {
-        let taken = lock.withLock {
+        let taken = installed.withLock { installed in
             defer { installed = nil }
             return installed
         }

@@ -1,5 +1,6 @@
 import AppContainer
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Glibc
 import Synchronization
 

@@ -1,5 +1,5 @@
 import AppContainer
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// One watcher per container: an exclusive `flock` on `watch.lock` in the state folder, held for the
@@ -42,7 +42,7 @@ final class WatcherLock {
             var buffer = [UInt8](repeating: 0, count: 32)
             let count = (try? buffer.withUnsafeMutableBytes { raw in try system_pread(fd, into: raw, at: 0) }) ?? 0
             let text = String(decoding: buffer[..<count], as: UTF8.self)
-            if let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), pid > 0 { return pid }
+            if let pid = Int32(text.trimmingWhitespace), pid > 0 { return pid }
             usleep(20_000)
         }
         return nil
@@ -54,7 +54,7 @@ final class WatcherLock {
         if (try? system_flock(file.rawValue, LOCK_SH | LOCK_NB)) != nil { return nil }
         if let pid = lockingPid(file.rawValue) { return pid }
         let text = (try? file.readToEnd()).map { String(decoding: $0, as: UTF8.self) } ?? ""
-        return Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        return Int32(text.trimmingWhitespace) ?? 0
     }
 
     /// The pid that holds the `flock` on the open file `fd`, as the kernel tells it in `/proc/locks`: never
