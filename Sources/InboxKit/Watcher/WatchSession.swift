@@ -18,6 +18,9 @@ final class WatchSession {
     /// Set by the inotify hub when the Inbox could not be watched (pooled sessions only).
     private let watchFailure = FailureBox()
     private var released = false
+    /// The scan asked for last gave way: the next runs to its end (a scan starts over from the folder's first
+    /// entry, and in a kept Inbox those are still there: giving way every time would never get past them).
+    private var scanGaveWay = false
 
     /// How a session waits for its folders to be watched: `.blocking` returns from `open` once they are, `.pooled`
     /// returns at once, and the hub asks for the start-up scan when they are (a pool thread never waits for the hub).
@@ -88,8 +91,8 @@ final class WatchSession {
     }
 
     /// One turn: up to a batch of the names queued, the retries due, then a scan when one is asked for or due.
-    /// A scan gives way between batches when `giveWay` says so, and is asked for again. Returns whether the
-    /// session goes on; false once it is stopped (or, with `once`, done).
+    /// A scan gives way between batches when `giveWay` says so, and is asked for again, to run to its end the next
+    /// time. Returns whether the session goes on; false once it is stopped (or, with `once`, done).
     func turn(giveWay: () -> Bool = { false }) throws(ContainerError) -> Bool {
         if let failure = watchFailure.value.withLock({ $0 }) { throw failure }
         let queue = watcher.queue
@@ -109,13 +112,15 @@ final class WatchSession {
         let reason = batch.rescan ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
         if let reason, !queue.isStopped {
             var gaveWay = false
+            let mayGiveWay = !scanGaveWay
             try pipeline.scan(
                 reason: reason,
                 stop: {
                     if queue.isStopped { return true }
-                    gaveWay = giveWay()
+                    gaveWay = mayGiveWay && giveWay()
                     return gaveWay
                 }, handle: handle)
+            scanGaveWay = gaveWay
             if gaveWay {
                 queue.requestRescan(reason)
             } else {
