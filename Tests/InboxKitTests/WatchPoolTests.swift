@@ -86,4 +86,43 @@ import Testing
             #expect(try scratch.inboxEntries().filter { !$0.hasPrefix(".") }.isEmpty)
         }
     }
+
+    /// A kept Inbox's scan starts over from the same first entries each time it is asked for; it still gets to its
+    /// end, and every kept file arrives once, while the other container always has work waiting.
+    @Test func aKeptInboxScanGetsToItsEndWhileAnotherAlwaysWaits() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
+        let kept = try Scratch()
+        let busy = try Scratch()
+        defer {
+            kept.remove()
+            busy.remove()
+        }
+        let backlog = 2_000
+        for index in 0..<backlog {
+            try Data("\(index)\n".utf8).write(to: URL(fileURLWithPath: kept.inboxPath("k\(index).txt")))
+        }
+        let settled = Settled()
+        let made = Atomic<Int>(0)
+        // Every batch of the kept Inbox's scan brings the other container a file: it always waits for a turn.
+        var keepOptions = settled.options("kept") {
+            let number = made.add(1, ordering: .relaxed).newValue
+            _ = FileManager.default.createFile(atPath: busy.inboxPath("b\(number).txt"), contents: Data("b\n".utf8))
+        }
+        keepOptions.onArrival = .keep
+        let keptWatcher = Watcher(inbox: kept.inbox, options: keepOptions)
+        let busyWatcher = Watcher(inbox: busy.inbox, options: settled.options("busy"))
+        let pool = WatchPool(threads: 1, maxThreads: 1)
+        let ended = DispatchSemaphore(value: 0)
+        for watcher in [busyWatcher, keptWatcher] { pool.add(watcher) { _ in ended.signal() } }
+        let scanned = waitUntil(seconds: 120) {
+            ((try? kept.inbox.log.records(kinds: ["rescan"])) ?? []).isEmpty == false
+        }
+        #expect(scanned, "the kept Inbox's start-up scan got to its end")
+        #expect(settled.count("kept") == backlog, "each kept file arrived once")
+        keptWatcher.stop()
+        busyWatcher.stop()
+        for _ in 0..<2 { ended.wait() }
+        pool.close()
+    }
 }
