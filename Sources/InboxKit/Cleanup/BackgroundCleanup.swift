@@ -94,17 +94,20 @@ final class BackgroundCleanup: Sendable {
     private func run() {
         while true {
             // The job due first is cleaned for when its time comes; the thread ends with the last job.
-            let next = state.withLock { state -> (job: Job, due: ContinuousClock.Instant)? in
+            // Whether it is due is decided under the lock, where `cleaning` is set: `drop` then leaves it alone.
+            let next = state.withLock { state -> (job: Job, wait: Duration?)? in
                 guard let next = state.jobs.min(by: { $0.due < $1.due }) else {
                     state.threadRuns = false
                     return nil
                 }
-                if next.due <= .now { state.cleaning = next.job }
-                return next
+                let now = ContinuousClock.now
+                guard next.due <= now else { return (next.job, next.due - now) }
+                state.cleaning = next.job
+                return (next.job, nil)
             }
-            guard let (job, due) = next else { return }
-            if due > .now {
-                _ = wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(due - .now)))
+            guard let (job, wait) = next else { return }
+            if let wait {
+                _ = wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(wait)))
                 continue
             }
             if !job.isStopped { job.watcher.applyCleanupPolicy(shouldStop: { job.isStopped }) }
