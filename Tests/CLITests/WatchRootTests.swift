@@ -133,4 +133,33 @@ import Testing
         let once = try InboxProcess.run("--container", first, "--container", second, "watch", "--once")
         #expect(once.status == 64 && once.stderr.contains("'--once' handles one container"), "\(once.stderr)")
     }
+
+    /// How many descriptors this process may open (the soft limit).
+    private static var descriptorLimit: UInt64 {
+        var limit = rlimit()
+        return getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? UInt64(limit.rlim_cur) : 0
+    }
+
+    /// A process holding a thousand descriptors or more (a fleet does) gets an inotify descriptor past what
+    /// libinotifytools' fortified `select()` takes: the watcher says so and fails, rather than being aborted.
+    @Test(.enabled(if: descriptorLimit >= 1_200, "needs a soft RLIMIT_NOFILE of 1,200 or more"))
+    func anInotifyDescriptorPastSelectsLimitIsAFailureNotAnAbort() throws {
+        let folder = try TemporaryFolder()
+        let container = folder.path + "/c"
+        try initContainer(container)
+        let shell = Process()
+        shell.executableURL = URL(fileURLWithPath: "/bin/bash")
+        shell.arguments = [
+            "-c", #"for i in $(seq 3 1100); do eval "exec $i</dev/null"; done; exec "$0" --container "$1" watch"#,
+            InboxProcess.binary, container,
+        ]
+        let errors = Pipe()
+        shell.standardError = errors
+        try shell.run()
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        shell.waitUntilExit()
+        #expect(shell.terminationReason == .exit && shell.terminationStatus == 1, "\(stderr)")
+        #expect(stderr.contains("cannot start inotify: its descriptor 11"), "\(stderr)")
+        #expect(stderr.contains("is past what select() takes (1024)"), "\(stderr)")
+    }
 }

@@ -48,13 +48,42 @@ struct InotifyMask: OptionSet {
 
 /// libinotifytools, which has one global, thread-unsafe instance: only the watcher's event thread uses this.
 enum Inotify {
-    /// Initialises the library; early, so that its descriptor stays below 1024 for `select()`.
+    /// Initialises the library. Its wait is a fortified `select()`, which aborts the process for a descriptor
+    /// from `FD_SETSIZE` (1024) up: a process serving many containers holds thousands, and the library's own
+    /// descriptor, made anew at each restart, could land there. Then it is let go and this fails (the hub tries
+    /// again shortly, when a lower descriptor may be free).
     static func initialize() throws(ContainerError) {
+        let before = inotifyDescriptors()
         guard inotifytools_initialize() != 0 else {
             let error = Errno(rawValue: inotifytools_error())
             throw ContainerError(
                 .failure, "cannot start inotify: \(error) (see /proc/sys/fs/inotify/max_user_instances)")
         }
+        let ours = inotifyDescriptors().subtracting(before)
+        if let high = ours.first(where: { $0 >= FD_SETSIZE }) {
+            inotifytools_cleanup()
+            throw ContainerError(
+                .failure, "cannot start inotify: its descriptor \(high) is past what select() takes (\(FD_SETSIZE))")
+        }
+    }
+
+    /// The process's inotify descriptors, from /proc/self/fd (empty when it cannot be read).
+    private static func inotifyDescriptors() -> Set<CInt> {
+        var found: Set<CInt> = []
+        do {
+            let folder = try FileDescriptor("/proc/self/fd", [.directory])
+            try folder.forEachEntry { name throws(Errno) in
+                if let number = CInt(name.string),
+                    (try? system_readlinkat(folder.rawValue, name)) == Array("anon_inode:inotify".utf8)
+                {
+                    found.insert(number)
+                }
+                return true
+            }
+        } catch {
+            // Without /proc nothing is known; the descriptor is taken as it comes.
+        }
+        return found
     }
 
     /// Drops every watch and the library's stale state, as after `IN_IGNORED`.
