@@ -1,10 +1,12 @@
 // The driver of Benchmarks/run-mail-bench: runs commands one after another, as an MTA runs a delivery agent for
 // each message, and says what they cost.
 //
-// Usage: spawn-each LIST STDOUT STDERR
+// Usage: spawn-each LIST STDOUT STDERR [TIMES]
 //   LIST    one command a line, its arguments separated by tabs (the program a path)
 //   STDOUT  where every command's standard output goes (truncated first), /dev/null for none
 //   STDERR  where every command's standard error is appended
+//   TIMES   when given, one line a command is written there: "MICROSECONDS STATUS", the wall time on
+//           CLOCK_MONOTONIC from just before its spawn to just after its reap (run-bench's command-line rows)
 // Each command starts (posix_spawn, standard input /dev/null) once the one before has been reaped (wait4).
 // Prints one JSON line: {"commands", "seconds" (from the first start to the last reap), "max_rss_kib" (the largest
 // ru_maxrss of one command), "cpu_seconds" (user + system, summed), "exits" ({status: count} but 0; a signal
@@ -35,9 +37,14 @@ static double now(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: spawn-each LIST STDOUT STDERR\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: spawn-each LIST STDOUT STDERR [TIMES]\n");
         return 64;
+    }
+    FILE *times = NULL;
+    if (argc == 5 && !(times = fopen(argv[4], "w"))) {
+        perror(argv[4]);
+        return 73;
     }
     FILE *list = fopen(argv[1], "r");
     if (!list) {
@@ -76,6 +83,7 @@ int main(int argc, char **argv) {
             args[n++] = arg;
         args[n] = NULL;
         pid_t pid;
+        double began = now();
         int error = posix_spawn(&pid, args[0], &actions, NULL, args, environ);
         if (error) {
             fprintf(stderr, "spawn-each: %s: %s\n", args[0], strerror(error));
@@ -87,6 +95,9 @@ int main(int argc, char **argv) {
             perror("spawn-each: wait4");
             return 71;
         }
+        if (times)
+            fprintf(times, "%.1f %d\n", (now() - began) * 1e6,
+                    WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
         commands++;
         if (usage.ru_maxrss > max_rss)
             max_rss = usage.ru_maxrss;
@@ -107,5 +118,9 @@ int main(int argc, char **argv) {
             comma = ", ";
         }
     printf("}}\n");
+    if (times && fclose(times) != 0) {
+        perror(argv[4]);
+        return 74;
+    }
     return 0;
 }
