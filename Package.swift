@@ -6,7 +6,9 @@ let package = Package(
     products: [
         .library(name: "AppContainer", targets: ["AppContainer"]),
         .library(name: "InboxKit", targets: ["InboxKit"]),
+        .library(name: "InboxFormats", targets: ["InboxFormats"]),
         .executable(name: "inbox", targets: ["inbox"]),
+        .executable(name: "inbox-formats", targets: ["inbox-formats"]),
     ],
     targets: [
         .systemLibrary(
@@ -40,17 +42,20 @@ let package = Package(
         ),
         .target(name: "CLinux"),
         .target(name: "AppContainer", dependencies: ["CCrypto", "CLinux"]),
-        .target(
-            name: "InboxKit",
-            dependencies: [
-                "AppContainer", "CArchive", "CGMime", "CInotifyTools", "CLinux", "CMagic", "CSQLite", "CYtnef",
-            ]),
-        .executableTarget(name: "inbox", dependencies: ["InboxKit", "AppContainer"]),
+        .target(name: "InboxKit", dependencies: ["AppContainer", "CInotifyTools", "CLinux", "CMagic", "CSQLite"]),
+        // Mail import (GMime, TNEF) and backup archives (libarchive): a module of their own, so that what links
+        // InboxKit alone (the watcher, `inbox`) never loads those libraries (ARCHITECTURE.md, "Two executables").
+        .target(name: "InboxFormats", dependencies: ["InboxKit", "CArchive", "CGMime", "CLinux", "CYtnef"]),
+        // The commands, shared by the two executables: `inbox` runs all but those that need InboxFormats, which
+        // it hands to `inbox-formats` whole.
+        .target(name: "InboxCommands", dependencies: ["InboxKit"]),
+        .executableTarget(name: "inbox", dependencies: ["InboxCommands"]),
+        .executableTarget(name: "inbox-formats", dependencies: ["InboxCommands", "InboxFormats"]),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
-        .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer"]),
-        .testTarget(name: "CLITests", dependencies: ["inbox", "InboxKit", "CLinux"]),
-        // `import InboxKit` alone, as a library user writes it.
-        .testTarget(name: "LibraryAPITests", dependencies: ["InboxKit"]),
+        .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "InboxFormats", "AppContainer"]),
+        .testTarget(name: "CLITests", dependencies: ["inbox", "inbox-formats", "InboxKit", "CLinux"]),
+        // `import InboxKit` (and `import InboxFormats` for mail and backups), as a library user writes it.
+        .testTarget(name: "LibraryAPITests", dependencies: ["InboxKit", "InboxFormats"]),
     ]
 )
 

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Testing
 
+@testable import InboxFormats
 @testable import InboxKit
 
 /// Backup (ARCHITECTURE.md, "Places and rules", "Bundle, backup and setup"): the plan by place, the exclusion flag,

@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 import Testing
 
+@testable import InboxFormats
 @testable import InboxKit
 
 /// A message's attachments are delivered once (ARCHITECTURE.md, "Mail import"): again and again, after a failure

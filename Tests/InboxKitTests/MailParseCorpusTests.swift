@@ -1,5 +1,6 @@
 import AppContainer
 import Foundation
+import InboxFormats
 import InboxKit
 import Testing
 

@@ -2,6 +2,7 @@ import AppContainer
 import Foundation
 import Testing
 
+@testable import InboxFormats
 @testable import InboxKit
 
 /// ARCHITECTURE.md, "Mail import": attachments decoded byte for byte, including the two cases GMime 3.2.13 gets wrong.

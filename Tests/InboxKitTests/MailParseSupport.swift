@@ -1,6 +1,7 @@
 import AppContainer
 import Foundation
 import Glibc
+import InboxFormats
 import InboxKit
 import Testing
 

@@ -2,6 +2,7 @@ import AppContainer
 import Foundation
 import Testing
 
+@testable import InboxFormats
 @testable import InboxKit
 
 /// Messages are found in an mbox and a Maildir as Python's `mailbox` module finds them, each keyed by the

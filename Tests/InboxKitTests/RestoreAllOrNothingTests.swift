@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Testing
 
+@testable import InboxFormats
 @testable import InboxKit
 
 /// A restore is all or nothing (issue 9; ARCHITECTURE.md, "Bundle, backup and setup"): a truncated archive, a failed

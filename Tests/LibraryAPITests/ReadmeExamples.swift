@@ -1,4 +1,5 @@
 import Foundation
+import InboxFormats
 import InboxKit
 import Testing
 

@@ -166,7 +166,7 @@ struct EncodedEvents {
 // MARK: - Encoding
 
 /// Hand-written JSON for log records: fast, and keys stay in the order given.
-enum EventEncoding {
+package enum EventEncoding {
     /// `,"event":"<kind>"` and the fields, then `}\n`: a record without its `seq` and `time`.
     static func appendBody(of event: Event, to buffer: inout [UInt8]) {
         appendLiteral(",\"event\":", to: &buffer)
@@ -191,13 +191,13 @@ enum EventEncoding {
     }
 
     /// `"key":`
-    static func appendKey(_ key: String, to buffer: inout [UInt8]) {
+    package static func appendKey(_ key: String, to buffer: inout [UInt8]) {
         appendString(key, to: &buffer)
         buffer.append(UInt8(ascii: ":"))
     }
 
     /// `"key":"<text>"` for a path, followed by `"key_b64":"<exact bytes>"` when the bytes are not valid UTF-8.
-    static func appendPathMember(_ key: String, _ bytes: [UInt8], to buffer: inout [UInt8]) {
+    package static func appendPathMember(_ key: String, _ bytes: [UInt8], to buffer: inout [UInt8]) {
         appendKey(key, to: &buffer)
         if isValidUTF8(bytes) {
             appendEscaped(bytes, to: &buffer)
@@ -219,12 +219,12 @@ enum EventEncoding {
         buffer.append(contentsOf: time)
     }
 
-    static func appendLiteral(_ text: StaticString, to buffer: inout [UInt8]) {
+    package static func appendLiteral(_ text: StaticString, to buffer: inout [UInt8]) {
         text.withUTF8Buffer { buffer.append(contentsOf: $0) }
     }
 
     /// A JSON string, quoted and escaped.
-    static func appendString(_ text: String, to buffer: inout [UInt8]) {
+    package static func appendString(_ text: String, to buffer: inout [UInt8]) {
         var text = text
         text.withUTF8 { appendEscaped($0, to: &buffer) }
     }

@@ -2,23 +2,23 @@ import AppContainer
 import Glibc
 
 /// A file written and fsynced under a staging name in the Inbox, and the name it is to have.
-struct StagedDelivery {
-    let staging: FileName
+package struct StagedDelivery {
+    package let staging: FileName
     let name: FileName
-    let status: FileStatus
+    package let status: FileStatus
     /// The source as an error names it.
     let shown: String
 }
 
 /// What `Inbox.place` did with staged files.
-struct Placement {
+package struct Placement {
     /// The files now in the Inbox: the index of each in the staged list, and its item.
-    var placed: [(index: Int, item: InboxItem)] = []
+    package var placed: [(index: Int, item: InboxItem)] = []
     /// The staged files still under their staging names (never placed, or taken back out), by index.
-    var notPlaced: [Int] = []
+    package var notPlaced: [Int] = []
     /// Whether the records were written (with the files placed, or none).
-    var recorded = false
-    var error: ContainerError?
+    package var recorded = false
+    package var error: ContainerError?
 
     var items: [InboxItem] { placed.map(\.item) }
 }
@@ -29,12 +29,14 @@ struct Placement {
 /// once for all, and reports any writeback error on the filesystem since the first file was opened). At most
 /// `openLimit` stay open: past it they are synced on the way. Once a sync fails, every later `syncAll` throws that
 /// failure: no file of the batch is trusted.
-final class StagedWrites {
+package final class StagedWrites {
     static let openLimit = 256
     static let syncfsFrom = 8
 
     private var open: [CInt] = []
     private var failure: Errno?
+
+    package init() {}
 
     deinit {
         // Files never synced are never placed: their staging names are removed or swept.
@@ -73,7 +75,7 @@ final class StagedWrites {
 extension Inbox {
     /// Creates `staging` in the Inbox folder, lets `write` fill it, and hands it to `writes`, which fsyncs and closes
     /// it before it is placed; removes it when anything fails, and rethrows.
-    func stage(
+    package func stage(
         _ staging: FileName, named name: FileName, shown: String, in folder: CInt, writes: StagedWrites,
         write: (borrowing FileDescriptor) throws -> Void
     ) throws -> StagedDelivery {
@@ -97,7 +99,7 @@ extension Inbox {
     /// them into the Inbox (stopping at the first that fails), fsyncs the folder, and logs what `records` makes of
     /// the `delivered` record of each file placed (by default, those records). If the folder or the records fail,
     /// the files go back to their staging names. Staging files are left for the caller to remove.
-    func place(
+    package func place(
         _ staged: [StagedDelivery], writes: StagedWrites, in folder: CInt,
         records: ([(index: Int, record: Event)]) -> [Event] = { $0.map(\.record) }
     ) -> Placement {

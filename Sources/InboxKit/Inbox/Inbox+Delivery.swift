@@ -48,7 +48,7 @@ extension Inbox {
     }
 
     /// How many files are placed under one hold of the event log's lock, with one folder fsync.
-    static let deliveryChunk = 256
+    package static let deliveryChunk = 256
 
     /// Delivers like `deliver(_:)`, and reports what was delivered even when a source fails midway.
     ///
@@ -151,8 +151,22 @@ extension Inbox {
     }
 
     /// Whether `name` is one `stagingName` makes.
-    static func isStagingName(_ name: FileName) -> Bool {
+    package static func isStagingName(_ name: FileName) -> Bool {
         name.bytes.starts(with: stagingPrefix.utf8)
+    }
+
+    package static let importStagingPrefix = ".inbox-import."
+
+    /// Whether `name` is one `importStagingName` makes.
+    package static func isImportStagingName(_ name: FileName) -> Bool {
+        name.bytes.starts(with: importStagingPrefix.utf8)
+    }
+
+    /// A fresh staging name for an imported attachment. Not one `sweepAbandonedStaging` removes: the import index
+    /// may name it (see `placeOnce`).
+    package static func importStagingName() -> FileName {
+        FileName(importStagingPrefix + "\(getpid()).\(UInt64.random(in: 0...UInt64.max))")
+            ?? FileName(bytes: Array(".inbox-import".utf8)).unsafelyUnwrapped
     }
 
     /// A suggested name made safe (ARCHITECTURE.md, "Delivery"): no `/` or NUL (each becomes `_`), no leading `.`, not

@@ -9,10 +9,10 @@ import Glibc
 ///
 /// Each intent is a file in `Library/Application Support/inbox/journal`, locked by its mover for
 /// the whole move. An intent that can be locked by someone else has lost its mover.
-struct MoveJournal {
+package struct MoveJournal {
     let directory: String
 
-    init(container: Container) {
+    package init(container: Container) {
         directory = container.stateDirectory + "/journal"
     }
 
@@ -95,7 +95,7 @@ struct MoveJournal {
 
     /// The item the move whose claim is `claim` is moving, as its intent names it (read without its lock, which
     /// the mover holds); nil when no intent names it, or names a hidden name.
-    func claimedItem(_ claim: FileName) -> FileName? {
+    package func claimedItem(_ claim: FileName) -> FileName? {
         guard let recordName = FileName(bytes: claim.bytes + Array(".intent".utf8)) else { return nil }
         let text: [UInt8]
         do {

@@ -9,7 +9,7 @@ import Glibc
 /// - A file with other hard links, or a file when Documents is on another filesystem (EXDEV): a copy under a
 ///   journal intent (`MoveJournal`), so that a crash at any step is finished or rolled back at the next start.
 /// - A folder across filesystems is not copied: the move fails with EXDEV and the folder stays.
-struct Mover {
+package struct Mover {
     let inbox: Inbox
     let inboxFolder: SharedDescriptor
     let documents: SharedDescriptor
@@ -60,7 +60,7 @@ struct Mover {
     }
 
     /// The name a copy claims its item under: `.inbox-claim.<pid>.<random>`.
-    static let claimPrefix = Array(".inbox-claim.".utf8)
+    package static let claimPrefix = Array(".inbox-claim.".utf8)
 
     /// Where a deletion puts an item just before unlinking it: `.inbox-delete.<name>`. Hidden, so the watcher
     /// leaves it alone; one a crash left there goes back under its name at the next start.

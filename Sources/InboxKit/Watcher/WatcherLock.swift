@@ -4,7 +4,7 @@ import Glibc
 
 /// One watcher per container: an exclusive `flock` on `watch.lock` in the state folder, held for the
 /// watcher's life, with the holder's pid written inside for others to name.
-final class WatcherLock {
+package final class WatcherLock {
     private let file: FileDescriptor
 
     static func path(_ container: Container) -> String { container.stateDirectory + "/watch.lock" }
@@ -49,7 +49,7 @@ final class WatcherLock {
     }
 
     /// The pid of the watcher holding the container's lock, or nil when none runs.
-    static func holder(of container: Container) -> Int32? {
+    package static func holder(of container: Container) -> Int32? {
         guard let file = try? FileDescriptor(path(container), [.readOnly, .noFollow]) else { return nil }
         if (try? system_flock(file.rawValue, LOCK_SH | LOCK_NB)) != nil { return nil }
         if let pid = lockingPid(file.rawValue) { return pid }

@@ -1,0 +1,185 @@
+import AppContainer
+import Glibc
+import InboxKit
+
+/// What a backup of a container holds (ARCHITECTURE.md, "Places and rules", "Bundle, backup and setup"): every file,
+/// symbolic link and empty folder, each included or excluded with the reason. Folders are walked, links are listed as
+/// links and never followed.
+///
+/// A path is excluded when its place is not backed up (the bundle, `Library/Caches`, `tmp`, anything beside
+/// the places), when it is a FIFO, socket or device node, when inbox re-creates it (its locks and checkpoint,
+/// an empty `journal/`), when it or a folder above it carries the exclusion flag
+/// (`Container.setExcludedFromBackup`), or when it is a link that may lead out of the container. An Inbox item a
+/// move has claimed is included under its own name (`ClaimedItems`).
+public struct BackupPlan: Sendable {
+    /// One path of the container, included in the backup or excluded, and why.
+    public struct Entry: Sendable {
+        /// The path below the container root, exact to the byte, without a trailing `/`.
+        public let path: [UInt8]
+        /// Its status, taken without following a symbolic link.
+        public let status: FileStatus
+        /// Whether the backup holds it.
+        public let isIncluded: Bool
+        /// Why: `Documents: backed up`, `Library/Caches: not backed up`, `re-created by inbox`, ….
+        public let reason: String
+        /// Where a symbolic link points, as stored; nil for anything else.
+        public let linkTarget: [UInt8]?
+        /// The owner's user and group ids, for the archive.
+        let owner: (uid: UInt32, gid: UInt32)
+        /// The path the archive holds it under: `path`, but for a claimed Inbox item.
+        public let archivedPath: [UInt8]
+
+        /// The path as listed: a folder's ends with `/`.
+        public var listedPath: [UInt8] { status.kind == .directory ? path + [0x2F] : path }
+    }
+
+    /// In walk order: each folder's names sorted by their bytes, a folder's contents right after it.
+    public let entries: [Entry]
+
+    /// Walks the container now.
+    public init(container: Container) throws(ContainerError) {
+        var entries: [Entry] = []
+        try BackupWalk(container: container).run { entry, _, _, _ throws(ContainerError) in entries.append(entry) }
+        self.entries = entries
+    }
+
+    /// The entries the backup holds, in walk order.
+    public var included: [Entry] { entries.filter(\.isIncluded) }
+
+    /// `[{"path":…,"included":…,"reason":…}, …]`, paths relative to the container (ARCHITECTURE.md, "The command
+    /// line").
+    public var json: String { "[" + entries.map(\.json).joined(separator: ",") + "]" }
+}
+
+extension BackupPlan.Entry {
+    /// This Inbox item, claimed by a move, archived under `name` in the Inbox.
+    func archived(as name: FileName) -> BackupPlan.Entry {
+        let path = BackupRules.joined(BackupRules.inboxComponents + [name])
+        let shown = String(decoding: path, as: UTF8.self)
+        return BackupPlan.Entry(
+            path: self.path, status: status, isIncluded: true, reason: "an item being moved: backed up as \(shown)",
+            linkTarget: nil, owner: owner, archivedPath: path)
+    }
+
+    /// `+ Documents/report.pdf  (Documents: backed up)`; `-` when excluded; a link shows ` -> target`.
+    public var line: [UInt8] {
+        var line = Array((isIncluded ? "+ " : "- ").utf8) + listedPath
+        if let linkTarget { line += Array(" -> ".utf8) + linkTarget }
+        return line + Array("  (\(reason))".utf8)
+    }
+
+    /// `{"path":…,"included":…,"reason":…}`, with `path_b64` too when the path is not UTF-8.
+    public var json: String {
+        var buffer: [UInt8] = [UInt8(ascii: "{")]
+        EventEncoding.appendPathMember("path", listedPath, to: &buffer)
+        EventEncoding.appendLiteral(",\"included\":", to: &buffer)
+        EventEncoding.appendLiteral(isIncluded ? "true" : "false", to: &buffer)
+        EventEncoding.appendLiteral(",\"reason\":", to: &buffer)
+        EventEncoding.appendString(reason, to: &buffer)
+        buffer.append(UInt8(ascii: "}"))
+        return String(decoding: buffer, as: UTF8.self)
+    }
+}
+
+/// The walk behind `BackupPlan` and the archive writer: depth first, names sorted, one open folder per level,
+/// never following a symbolic link.
+struct BackupWalk {
+    let container: Container
+    /// Deeper folders are an error rather than a descriptor per level without end.
+    static let maxDepth = 256
+
+    /// A folder above an entry, for the archive's folder headers.
+    struct Folder {
+        let path: [UInt8]
+        let status: FileStatus
+        let owner: (uid: UInt32, gid: UInt32)
+    }
+
+    /// Called for each entry with the folder that holds it (open), its name, and the folders above it.
+    typealias Visit = (BackupPlan.Entry, CInt, FileName, [Folder]) throws(ContainerError) -> Void
+
+    func run(_ visit: Visit) throws(ContainerError) {
+        let root = try container.openFolder([])
+        var above: [Folder] = []
+        _ = try walk(root, [], flag: nil, &above, visit)
+    }
+
+    /// Visits what `folder` holds; false when it holds nothing.
+    private func walk(
+        _ folder: borrowing FileDescriptor, _ components: [FileName], flag: [FileName]?, _ above: inout [Folder],
+        _ visit: Visit
+    ) throws(ContainerError) -> Bool {
+        guard components.count < Self.maxDepth else {
+            throw ContainerError(.failure, "'\(absolute(components))' is nested too deep to back up")
+        }
+        let names: [FileName]
+        do {
+            names = try folder.entries().sorted()
+        } catch {
+            throw error.failure("read the folder", absolute(components))
+        }
+        let claims =
+            components == BackupRules.inboxComponents ? ClaimedItems.archivedNames(names, container: container) : [:]
+        for name in names {
+            let path = components + [name]
+            let raw: stat
+            do {
+                raw = try system_lstatat(folder.rawValue, name)
+            } catch .noSuchFile {
+                continue  // gone since the folder was read
+            } catch {
+                throw error.failure("read", absolute(path))
+            }
+            let status = FileStatus(raw)
+            let owner = (uid: UInt32(raw.st_uid), gid: UInt32(raw.st_gid))
+            if status.kind == .directory {
+                guard let child = try openChild(folder.rawValue, name, path) else { continue }
+                let childFlag = flag ?? (BackupFlag.isSet(on: child.rawValue) ? path : nil)
+                above.append(Folder(path: BackupRules.joined(path), status: status, owner: owner))
+                let holdsSomething = try walk(child, path, flag: childFlag, &above, visit)
+                above.removeLast()
+                if !holdsSomething {
+                    try visit(entry(path, status, owner, flag: childFlag, target: nil), folder.rawValue, name, above)
+                }
+                continue
+            }
+            let target = status.kind == .symbolicLink ? try? system_readlinkat(folder.rawValue, name) : nil
+            var listed = entry(path, status, owner, flag: flag, target: target)
+            if listed.isIncluded, status.kind == .regular, BackupFlag.isSet(in: folder.rawValue, name) {
+                listed = entry(path, status, owner, flag: path, target: nil)
+            }
+            if listed.isIncluded, let own = claims[name] { listed = listed.archived(as: own) }
+            try visit(listed, folder.rawValue, name, above)
+        }
+        return !names.isEmpty
+    }
+
+    /// The folder `name` in `folder`, or nil when it is gone or was replaced since it was listed.
+    private func openChild(_ folder: CInt, _ name: FileName, _ path: [FileName]) throws(ContainerError)
+        -> FileDescriptor?
+    {
+        do {
+            return try FileDescriptor(at: folder, name, [.directory, .noFollow])
+        } catch .noSuchFile, .notDirectory, .tooManySymbolicLinks {
+            return nil
+        } catch {
+            throw error.failure("open the folder", absolute(path))
+        }
+    }
+
+    private func entry(
+        _ components: [FileName], _ status: FileStatus, _ owner: (uid: UInt32, gid: UInt32), flag: [FileName]?,
+        target: [UInt8]?
+    ) -> BackupPlan.Entry {
+        let (included, reason) = BackupRules.decide(
+            components, kind: status.kind, appName: container.appName, flaggedBy: flag, linkTarget: target)
+        let path = BackupRules.joined(components)
+        return BackupPlan.Entry(
+            path: path, status: status, isIncluded: included, reason: reason, linkTarget: target, owner: owner,
+            archivedPath: path)
+    }
+
+    private func absolute(_ components: [FileName]) -> String {
+        container.root + "/" + String(decoding: BackupRules.joined(components), as: UTF8.self)
+    }
+}

@@ -1,0 +1,2 @@
+// What InboxFormats' API uses from InboxKit (`Inbox`, `InboxItem`, …) comes with `import InboxFormats` alone.
+@_exported import InboxKit

@@ -1,0 +1,138 @@
+import InboxKit
+
+/// Streaming decoders of the Content-Transfer-Encodings (ARCHITECTURE.md, "Mail import"): each takes the encoded bytes a
+/// chunk at a time, in any split, and appends what it decodes, so no part is ever whole in memory. GMime's own
+/// decoders stop at base64 padding in the middle of a part and lose uuencode lines whose trailing spaces were
+/// stripped; these read both in full (ARCHITECTURE.md, "Mail import").
+protocol TransferDecoder {
+    mutating func decode(_ input: UnsafeRawBufferPointer, into output: inout [UInt8])
+    /// What is left at the end of the part.
+    mutating func finish(into output: inout [UInt8])
+}
+
+/// Base64 as a careful reader takes it: bytes outside the alphabet are skipped, `=` ends a quantum (which may be
+/// followed by more), and an unpadded last quantum of 2 or 3 characters still counts.
+struct Base64Decoder: TransferDecoder {
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() {
+            table[Int(byte)] = UInt8(index)
+        }
+        return table
+    }()
+
+    private var quantum: UInt32 = 0
+    private var count = 0
+
+    mutating func decode(_ input: UnsafeRawBufferPointer, into output: inout [UInt8]) {
+        Self.values.withUnsafeBufferPointer { values in
+            for byte in input {
+                let value = values[Int(byte)]
+                if value < 64 {
+                    quantum = quantum << 6 | UInt32(value)
+                    count += 1
+                    if count == 4 {
+                        output.append(UInt8(truncatingIfNeeded: quantum >> 16))
+                        output.append(UInt8(truncatingIfNeeded: quantum >> 8))
+                        output.append(UInt8(truncatingIfNeeded: quantum))
+                        quantum = 0
+                        count = 0
+                    }
+                } else if byte == UInt8(ascii: "=") && count >= 2 {
+                    flushPartial(into: &output)
+                }
+            }
+        }
+    }
+
+    mutating func finish(into output: inout [UInt8]) {
+        flushPartial(into: &output)
+    }
+
+    /// A quantum of 2 or 3 characters holds 1 or 2 bytes; a lone character holds none.
+    private mutating func flushPartial(into output: inout [UInt8]) {
+        if count == 2 {
+            output.append(UInt8(truncatingIfNeeded: quantum >> 4))
+        } else if count == 3 {
+            output.append(UInt8(truncatingIfNeeded: quantum >> 10))
+            output.append(UInt8(truncatingIfNeeded: quantum >> 2))
+        }
+        quantum = 0
+        count = 0
+    }
+}
+
+/// Quoted-printable as Python's `binascii.a2b_qp` reads it, and as RFC 2045 §6.7 asks: `=` and two hex digits
+/// is a byte, `=` before the end of a line (spaces and tabs between allowed) is a soft line break, and any
+/// other `=` stays as it is.
+struct QuotedPrintableDecoder: TransferDecoder {
+    private enum State {
+        case text
+        case equals
+        case hex(UInt8)
+        case padding([UInt8])  // `=` then spaces or tabs: a soft break if the line ends here
+        case skipToNewline  // `=\r`: a soft break up to the `\n`
+    }
+
+    private static let paddingLimit = 1024
+    private var state = State.text
+
+    mutating func decode(_ input: UnsafeRawBufferPointer, into output: inout [UInt8]) {
+        for byte in input { take(byte, into: &output) }
+    }
+
+    private mutating func take(_ byte: UInt8, into output: inout [UInt8]) {
+        switch state {
+        case .text:
+            if byte == UInt8(ascii: "=") { state = .equals } else { output.append(byte) }
+        case .equals:
+            switch byte {
+            case 0x0A: state = .text
+            case 0x0D: state = .skipToNewline
+            case UInt8(ascii: "="):
+                output.append(byte)
+                state = .text
+            case 0x20, 0x09: state = .padding([byte])
+            default:
+                if MimeParameters.hexValue(byte) != nil {
+                    state = .hex(byte)
+                } else {
+                    output.append(UInt8(ascii: "="))
+                    state = .text
+                    take(byte, into: &output)
+                }
+            }
+        case .hex(let first):
+            state = .text
+            if let high = MimeParameters.hexValue(first), let low = MimeParameters.hexValue(byte) {
+                output.append(high << 4 | low)
+            } else {
+                output.append(UInt8(ascii: "="))
+                output.append(first)
+                take(byte, into: &output)
+            }
+        case .padding(var spaces):
+            if byte == 0x0A {
+                state = .text
+            } else if byte == 0x0D {
+                state = .skipToNewline
+            } else if (byte == 0x20 || byte == 0x09) && spaces.count < Self.paddingLimit {
+                spaces.append(byte)
+                state = .padding(spaces)
+            } else {
+                output.append(UInt8(ascii: "="))
+                output += spaces
+                state = .text
+                take(byte, into: &output)
+            }
+        case .skipToNewline:
+            if byte == 0x0A { state = .text }
+        }
+    }
+
+    /// A `=` at the very end is dropped, as `a2b_qp` does; `=` and a hex digit stay as they are.
+    mutating func finish(into output: inout [UInt8]) {
+        if case .hex(let first) = state { output += [UInt8(ascii: "="), first] }
+        state = .text
+    }
+}

@@ -1,0 +1,45 @@
+import AppContainer
+import InboxKit
+
+/// How much of a message the import reads before it refuses it (ARCHITECTURE.md, "Mail import").
+public struct MailLimits: Sendable, Equatable {
+    /// The deepest nesting of multiparts and forwarded messages (the message's own body is at depth 0).
+    public var maxDepth = 64
+    /// The most MIME parts (every header block: the body, each subpart, each forwarded message's body).
+    public var maxParts = 10_000
+    /// The most bytes all of a message's attachments may decode to (`--max-bytes`).
+    public var maxBytes: Int64 = 1 << 30
+    /// The most bytes of header blocks, all parts together: GMime holds every header in memory.
+    public var maxHeaderBytes = 16 << 20
+    /// The largest winmail.dat: libytnef reads a TNEF part whole into memory.
+    public var maxTnefBytes = 64 << 20
+
+    /// The limits of `inbox import` without `--max-bytes`.
+    public init() {}
+
+    /// Limits with the depth, parts and bytes given, the others as `init()` has them.
+    public init(maxDepth: Int = 64, maxParts: Int = 10_000, maxBytes: Int64 = 1 << 30) {
+        self.maxDepth = maxDepth
+        self.maxParts = maxParts
+        self.maxBytes = maxBytes
+    }
+}
+
+/// Why a message was not read (ARCHITECTURE.md, "Mail import": the first two bounce, the third is retried).
+public enum MailError: Error, Sendable, CustomStringConvertible {
+    /// No header field before the first blank line, or nothing GMime can read as a message.
+    case notAMessage(String)
+    /// A limit of `MailLimits` was passed.
+    case refused(String)
+    /// Reading the message or writing an attachment failed.
+    case io(ContainerError)
+
+    /// The reason in words, as a `rejected` record or an error line gives it.
+    public var description: String {
+        switch self {
+        case .notAMessage(let why): "not a message: \(why)"
+        case .refused(let why): "refused: \(why)"
+        case .io(let error): error.message
+        }
+    }
+}

@@ -1,0 +1,81 @@
+import AppContainer
+import CGMime
+import Glibc
+import InboxKit
+
+/// One mail message read with GMime, its parts' contents left on disk (ARCHITECTURE.md, "Mail import").
+///
+/// The structure scan refuses a message past its limits before GMime reads it; GMime then parses it over the
+/// caller's descriptor with a persistent stream, so a part's content is a byte range of the file, decoded only when
+/// an attachment is asked for. Not thread-safe; the descriptor must stay open, and its file offset is GMime's.
+public final class MailMessage {
+    /// The Message-ID without its angle brackets, when present.
+    public let messageID: String?
+    /// The decoded Subject.
+    public let subject: String?
+    /// The decoded From addresses, as `Name <address>`.
+    public let from: String?
+    /// The Date header's text.
+    public let date: String?
+
+    let limits: MailLimits
+    let fd: CInt
+    private let stream: GObjectReference<GMimeStream>
+    private let parser: GObjectReference<GMimeParser>
+    let message: GObjectReference<GMimeMessage>
+
+    /// Parses the message in the regular file open at `fd`, in `range` of it (nil: all of it; an mbox entry
+    /// without its `From ` line is a range).
+    /// - Throws: `.notAMessage` (no header field before the first blank line), `.refused` (a limit), `.io`.
+    public init(reading fd: CInt, range: Range<Int64>? = nil, limits: MailLimits = MailLimits()) throws(MailError) {
+        let status: stat
+        do {
+            status = try system_fstat(fd)
+        } catch {
+            throw .io(error.failure("read", "the message"))
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw .io(ContainerError(.failure, "a message is read from a regular file (copy a stream to one first)"))
+        }
+        let start = range?.lowerBound ?? 0
+        _ = try StructureScan.check(LineReader(fd: fd, start: start, end: range?.upperBound), limits: limits)
+        GMimeLibrary.ensureInitialised()
+        guard let rawStream = g_mime_stream_fs_new_with_bounds(fd, gint64(start), gint64(range?.upperBound ?? -1))
+        else {
+            throw .io(ContainerError(.failure, "GMime cannot read the message"))
+        }
+        inbox_gmime_stream_fs_disown(rawStream)
+        let stream = GObjectReference(taking: rawStream)
+        guard let rawParser = g_mime_parser_new_with_stream(stream.pointer) else {
+            throw .io(ContainerError(.failure, "GMime cannot make a parser"))
+        }
+        let parser = GObjectReference(taking: rawParser)
+        g_mime_parser_set_persist_stream(parser.pointer, 1)
+        guard let rawMessage = g_mime_parser_construct_message(parser.pointer, nil) else {
+            throw .notAMessage("GMime finds no message in it")
+        }
+        let message = GObjectReference(taking: rawMessage)
+        self.fd = fd
+        self.limits = limits
+        self.stream = stream
+        self.parser = parser
+        self.message = message
+        messageID = GMimeLibrary.text(g_mime_message_get_message_id(message.pointer))
+        subject = GMimeLibrary.text(g_mime_message_get_subject(message.pointer))
+        from = Self.addresses(g_mime_message_get_from(message.pointer))
+        let object = inbox_gmime_message_as_object(message.pointer)
+        date = GMimeLibrary.text(g_mime_object_get_header(object, "Date")).map(Self.trimmed)
+    }
+
+    private static func addresses(_ list: UnsafeMutablePointer<InternetAddressList>?) -> String? {
+        guard let list, internet_address_list_length(list) > 0,
+            let text = internet_address_list_to_string(list, nil, 0)
+        else { return nil }
+        defer { g_free(text) }
+        return GMimeLibrary.text(text)
+    }
+
+    static func trimmed(_ text: String) -> String {
+        String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+    }
+}

@@ -1,0 +1,113 @@
+import CGMime
+import InboxKit
+
+/// A leaf MIME part of a message, and what the import makes of it.
+struct MimeLeaf {
+    let part: UnsafeMutablePointer<GMimePart>
+    /// Lowercased `type/subtype`.
+    let contentType: String
+    /// The decoded filename: Content-Disposition `filename`, else Content-Type `name`.
+    let filename: [UInt8]?
+    /// The disposition, lowercased (`attachment`, `inline`).
+    let disposition: String?
+
+    /// ARCHITECTURE.md, "Mail import": a filename, or the disposition `attachment`.
+    var isAttachment: Bool { filename != nil || disposition == "attachment" }
+    /// A winmail.dat, replaced by the files it holds.
+    var isTnef: Bool { contentType == "application/ms-tnef" || contentType == "application/vnd.ms-tnef" }
+
+    /// Never attachments, nor walked into: signatures, fragments of a message, and a message kept elsewhere.
+    static let skippedTypes: Set<String> = [
+        "application/pgp-signature", "application/pkcs7-signature", "application/x-pkcs7-signature",
+        "message/partial", "message/external-body",
+    ]
+}
+
+extension MailMessage {
+    /// The message's leaf parts in order, walking into multiparts and forwarded messages (`message/rfc822`,
+    /// which `g_mime_message_foreach` does not), with an explicit stack: no recursion however deep the message.
+    /// - Throws: `.refused` past `limits.maxParts` parts or `limits.maxDepth` levels.
+    func leaves() throws(MailError) -> [MimeLeaf] {
+        var leaves: [MimeLeaf] = []
+        var stack: [(object: UnsafeMutablePointer<GMimeObject>, depth: Int)] = []
+        if let body = g_mime_message_get_mime_part(message.pointer) { stack.append((body, 0)) }
+        var parts = 0
+        while let (object, depth) = stack.popLast() {
+            parts += 1
+            if parts > limits.maxParts { throw .refused("more than \(limits.maxParts) MIME parts") }
+            if depth > limits.maxDepth { throw .refused("MIME parts nested deeper than \(limits.maxDepth) levels") }
+            if inbox_gmime_is_multipart(object) != 0 {
+                let multipart = inbox_gmime_as_multipart(object)
+                let count = g_mime_multipart_get_count(multipart)
+                guard count > 0 else { continue }
+                for index in (0..<count).reversed() {
+                    if let child = g_mime_multipart_get_part(multipart, index) { stack.append((child, depth + 1)) }
+                }
+            } else if inbox_gmime_is_message_part(object) != 0 {
+                if let forwarded = g_mime_message_part_get_message(inbox_gmime_as_message_part(object)),
+                    let body = g_mime_message_get_mime_part(forwarded)
+                {
+                    stack.append((body, depth + 1))
+                }
+            } else if inbox_gmime_is_part(object) != 0 {
+                let leaf = Self.leaf(inbox_gmime_as_part(object), object)
+                if !MimeLeaf.skippedTypes.contains(leaf.contentType) { leaves.append(leaf) }
+            }
+        }
+        return leaves
+    }
+
+    private static func leaf(_ part: UnsafeMutablePointer<GMimePart>, _ object: UnsafeMutablePointer<GMimeObject>)
+        -> MimeLeaf
+    {
+        var contentType = "application/octet-stream"
+        if let type = g_mime_object_get_content_type(object) {
+            let media = GMimeLibrary.text(g_mime_content_type_get_media_type(type)) ?? "application"
+            let subtype = GMimeLibrary.text(g_mime_content_type_get_media_subtype(type)) ?? "octet-stream"
+            contentType = "\(media)/\(subtype)".lowercased()
+        }
+        // The first of each header, as Python reads it (GMime keeps the last), with RFC 2231 `%00` made safe.
+        var filename: [UInt8]?
+        var disposition: String?
+        if let raw = firstHeader(object, "Content-Disposition"),
+            let parsed = g_mime_content_disposition_parse(nil, MimeParameters.withoutEncodedNul(raw).cString)
+        {
+            disposition = GMimeLibrary.text(g_mime_content_disposition_get_disposition(parsed))?.lowercased()
+            filename = GMimeLibrary.bytes(g_mime_content_disposition_get_parameter(parsed, "filename"))
+            g_object_unref(parsed)
+        }
+        if filename == nil, let raw = firstHeader(object, "Content-Type"),
+            let parsed = g_mime_content_type_parse(nil, MimeParameters.withoutEncodedNul(raw).cString)
+        {
+            filename = GMimeLibrary.bytes(g_mime_content_type_get_parameter(parsed, "name"))
+            g_object_unref(parsed)
+        }
+        return MimeLeaf(part: part, contentType: contentType, filename: filename, disposition: disposition)
+    }
+
+    /// The raw value of the first header called `name`.
+    static func firstHeader(_ object: UnsafeMutablePointer<GMimeObject>, _ name: String) -> [UInt8]? {
+        guard let headers = g_mime_object_get_header_list(object),
+            let header = g_mime_header_list_get_header(headers, name)
+        else { return nil }
+        return GMimeLibrary.bytes(g_mime_header_get_raw_value(header))
+    }
+
+    /// Where the part's encoded content lies in the file.
+    func content(of leaf: MimeLeaf) -> PartContent? {
+        guard let wrapper = g_mime_part_get_content(leaf.part), let stream = g_mime_data_wrapper_get_stream(wrapper)
+        else { return nil }
+        var start: gint64 = 0
+        var end: gint64 = -1
+        guard inbox_gmime_file_range(stream, &start, &end) != 0 else { return nil }
+        let object = UnsafeMutableRawPointer(leaf.part).assumingMemoryBound(to: GMimeObject.self)
+        let encoding = Self.firstHeader(object, "Content-Transfer-Encoding").map { String(decoding: $0, as: UTF8.self) }
+        return PartContent(
+            start: Int64(start), end: end < 0 ? nil : Int64(end), encoding: PartContent.Encoding(header: encoding))
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// The bytes, NUL-terminated, as GMime's parsers take them.
+    fileprivate var cString: [CChar] { map { CChar(bitPattern: $0) } + [0] }
+}

@@ -1,0 +1,192 @@
+import AppContainer
+
+/// The import index (ARCHITECTURE.md, "Mail import"): which messages were imported and which of their
+/// attachments were delivered, keyed by the SHA-256 of the message's bytes, in SQLite at
+/// `Library/Application Support/inbox/import.sqlite`. A lookup costs an index probe, not memory, however
+/// many messages were imported. Writes are durable (`synchronous=FULL`) before they return.
+package final class ImportIndex {
+    /// What the index says of one attachment of a message, by its place in the message (its ordinal).
+    package enum Part: Equatable {
+        /// About to be renamed into the Inbox from `staging`, which held the file `device`/`inode`.
+        case placing(staging: FileName, device: UInt64, inode: UInt64)
+        /// In the Inbox under `name` (it may have moved on since); nil when a crash kept the name from the index.
+        case delivered(name: FileName?)
+    }
+
+    private let database: SQLiteDatabase
+
+    /// Where the index lies in a container.
+    package static let relativePath = Container.stateRelativePath + "/import.sqlite"
+
+    package static func path(_ container: Container) -> String { container.root + "/" + relativePath }
+
+    /// A consistent copy of the container's index, as of one committed state (`VACUUM INTO`), made in `folder`
+    /// under the hidden name `name`, opened and unlinked at once; nil when the container has no index. A copy a
+    /// crash leaves there is the caller's to sweep.
+    package static func snapshot(of container: Container, in folder: String, as name: FileName) throws(ContainerError)
+        -> SharedDescriptor?
+    {
+        let source = path(container)
+        let target = folder + "/" + name.string
+        do {
+            guard try fileStatusIfPresent(in: currentDirectory, source) != nil else { return nil }
+        } catch {
+            throw error.failure("read", source)
+        }
+        try ImportIndex(path: source).database.query("VACUUM INTO ?", [.text(target)])
+        defer { _ = try? system_unlinkat(currentDirectory, target) }
+        do {
+            return SharedDescriptor(try FileDescriptor(target, [.readOnly, .noFollow]))
+        } catch {
+            throw error.failure("read", target)
+        }
+    }
+
+    package convenience init(container: Container) throws(ContainerError) {
+        try self.init(path: Self.path(container))
+    }
+
+    init(path: String) throws(ContainerError) {
+        database = try SQLiteDatabase(path: path)
+        try database.execute(
+            """
+            PRAGMA journal_mode=WAL;
+            PRAGMA synchronous=FULL;
+            CREATE TABLE IF NOT EXISTS messages(
+                key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, complete INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            CREATE TABLE IF NOT EXISTS parts(
+                key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL,
+                staging BLOB, device INTEGER, inode INTEGER, name BLOB,
+                PRIMARY KEY(key, ordinal)
+            ) WITHOUT ROWID;
+            """)
+    }
+
+    /// The staging names of the container's attachments recorded as placing; none when it has no index.
+    static func placingStagingNames(of container: Container) throws(ContainerError) -> Set<FileName> {
+        let path = path(container)
+        do {
+            guard try fileStatusIfPresent(in: currentDirectory, path) != nil else { return [] }
+        } catch {
+            throw error.failure("read", path)
+        }
+        var names: Set<FileName> = []
+        try ImportIndex(container: container).database.query("SELECT staging FROM parts WHERE delivered = 0") { row in
+            if let name = FileName(bytes: row.blob(0)) { names.insert(name) }
+        }
+        return names
+    }
+
+    /// Forgets every placing record of the index at `path`, if there is one: restored from a backup, they name
+    /// staging files of another container (which backups leave out), so their messages' next import delivers
+    /// what is missing. It may deliver again one that was renamed just before the backup: twice, never lost.
+    package static func forgetPlacements(ofIndexAt path: String) throws(ContainerError) {
+        do {
+            guard try fileStatusIfPresent(in: currentDirectory, path) != nil else { return }
+        } catch {
+            throw error.failure("read", path)
+        }
+        try ImportIndex(path: path).database.execute("DELETE FROM parts WHERE delivered = 0")
+    }
+
+    /// Whether every attachment of the message was delivered.
+    package func isComplete(_ key: [UInt8]) throws(ContainerError) -> Bool {
+        var complete = false
+        try database.query("SELECT complete FROM messages WHERE key = ?", [.blob(key)]) { row in
+            complete = row.integer(0) != 0
+        }
+        return complete
+    }
+
+    /// The attachments of the message the index knows of, by ordinal.
+    package func parts(of key: [UInt8]) throws(ContainerError) -> [Int: Part] {
+        var parts: [Int: Part] = [:]
+        try database.query(
+            "SELECT ordinal, delivered, staging, device, inode, name FROM parts WHERE key = ?", [.blob(key)]
+        ) { row in
+            let ordinal = Int(row.integer(0))
+            if row.integer(1) != 0 {
+                parts[ordinal] = .delivered(name: FileName(bytes: row.blob(5)))
+            } else if let staging = FileName(bytes: row.blob(2)) {
+                parts[ordinal] = .placing(
+                    staging: staging, device: UInt64(bitPattern: row.integer(3)),
+                    inode: UInt64(bitPattern: row.integer(4)))
+            }
+        }
+        return parts
+    }
+
+    /// Records, durably and in one commit, that these staged files (of one message or several) are about to be
+    /// renamed into the Inbox.
+    package func markPlacing(_ parts: [(key: [UInt8], ordinal: Int, staged: StagedDelivery)]) throws(ContainerError) {
+        guard !parts.isEmpty else { return }
+        try database.transaction { () throws(ContainerError) in
+            for (key, ordinal, file) in parts {
+                try database.query(
+                    "INSERT OR REPLACE INTO parts(key, ordinal, delivered, staging, device, inode) VALUES (?, ?, 0, ?, ?, ?)",
+                    [
+                        .blob(key), .integer(Int64(ordinal)), .blob(file.staging.bytes),
+                        .integer(Int64(bitPattern: file.status.device)), .integer(Int64(bitPattern: file.status.inode)),
+                    ])
+            }
+        }
+    }
+
+    /// What became of a message's attachments recorded as placing.
+    package struct Settlement {
+        let key: [UInt8]
+        /// Delivered, each with its name in the Inbox (nil when a crash kept it from the index).
+        package var delivered: [(ordinal: Int, name: FileName?)] = []
+        /// Not placed after all: their placing records are forgotten.
+        package var notPlaced: [Int] = []
+        /// Whether every attachment of the message is now delivered.
+        package var complete = false
+        /// The message's attachments in all.
+        let count: Int
+        let messageID: String?
+
+        package init(
+            key: [UInt8], delivered: [(ordinal: Int, name: FileName?)] = [], notPlaced: [Int] = [],
+            complete: Bool = false, count: Int, messageID: String?
+        ) {
+            self.key = key
+            self.delivered = delivered
+            self.notPlaced = notPlaced
+            self.complete = complete
+            self.count = count
+            self.messageID = messageID
+        }
+    }
+
+    /// Records, in one commit, each message's attachments delivered, those not placed after all, and whether the
+    /// message is now complete. Synced only when it forgets a placing record (its staging file is removed next,
+    /// and a record left behind would take the missing file for placed); otherwise a crash that loses it leaves
+    /// the placing records, which the next import settles the same way by their names.
+    package func settle(_ settlements: [Settlement]) throws(ContainerError) {
+        guard !settlements.isEmpty else { return }
+        let durable = settlements.contains { !$0.notPlaced.isEmpty }
+        try database.transaction(durable: durable) { () throws(ContainerError) in
+            for settlement in settlements { try settle(settlement) }
+        }
+    }
+
+    private func settle(_ settlement: Settlement) throws(ContainerError) {
+        let key = settlement.key
+        for (ordinal, name) in settlement.delivered {
+            try database.query(
+                "INSERT OR REPLACE INTO parts(key, ordinal, delivered, name) VALUES (?, ?, 1, ?)",
+                [.blob(key), .integer(Int64(ordinal)), name.map { .blob($0.bytes) } ?? .null])
+        }
+        for ordinal in settlement.notPlaced {
+            try database.query(
+                "DELETE FROM parts WHERE key = ? AND ordinal = ?", [.blob(key), .integer(Int64(ordinal))])
+        }
+        guard settlement.complete else { return }
+        try database.query(
+            "INSERT OR REPLACE INTO messages(key, message_id, attachments, complete) VALUES (?, ?, ?, 1)",
+            [.blob(key), settlement.messageID.map { .text($0) } ?? .null, .integer(Int64(settlement.count))])
+        // A complete message needs no part rows: its key alone answers every later import.
+        try database.query("DELETE FROM parts WHERE key = ?", [.blob(key)])
+    }
+}

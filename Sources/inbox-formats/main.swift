@@ -1,0 +1,13 @@
+import AppContainer
+import InboxCommands
+
+// `inbox-formats`: the whole command line, with the commands that need InboxFormats (mail import, backups, the
+// demo) installed; `inbox` hands those to it (ARCHITECTURE.md, "Two executables").
+FormatsCommands.installed = FormatsCommands(
+    importMail: ImportMail.run, backupPlan: BackupWork.backupPlan, excludeFromBackup: BackupWork.excludeFromBackup,
+    backup: BackupWork.backup, restore: BackupWork.restore,
+    demo: { arguments, containerPath throws(ContainerError) in
+        let samples = arguments.string("--samples") ?? "SampleAttachments"
+        try Demo.run(samples: samples, containerPath: containerPath) { Output.line($0) }
+    })
+runInboxAndExit()
