@@ -6,8 +6,28 @@ import Glibc
 /// reused read buffer. It uses libcrypto's low-level SHA-256 functions, not EVP, so that no process loads OpenSSL's
 /// providers and configuration to hash (ARCHITECTURE.md, "Start-up and memory").
 ///
-/// Not thread-safe: make one per thread or walk.
+/// libcrypto is loaded on the first digest (`LazyLibrary`). Not thread-safe: make one per thread or walk.
 public final class SHA256Digest {
+    /// libcrypto's SHA-256 functions, by their prototypes in `<openssl/sha.h>`.
+    private struct Functions {
+        let initialize: @convention(c) (UnsafeMutablePointer<SHA256_CTX>?) -> CInt
+        let update: @convention(c) (UnsafeMutablePointer<SHA256_CTX>?, UnsafeRawPointer?, Int) -> CInt
+        let final: @convention(c) (UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<SHA256_CTX>?) -> CInt
+    }
+
+    private static let functions = Result { () throws(ContainerError) in
+        let library = try LazyLibrary("libcrypto.so.\(OPENSSL_VERSION_MAJOR)")
+        return Functions(
+            initialize: try library.function(
+                "SHA256_Init", as: (@convention(c) (UnsafeMutablePointer<SHA256_CTX>?) -> CInt).self),
+            update: try library.function(
+                "SHA256_Update",
+                as: (@convention(c) (UnsafeMutablePointer<SHA256_CTX>?, UnsafeRawPointer?, Int) -> CInt).self),
+            final: try library.function(
+                "SHA256_Final",
+                as: (@convention(c) (UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<SHA256_CTX>?) -> CInt).self))
+    }
+
     /// Bytes asked of each `pread` by `hash(_:in:shown:)`.
     public static let chunkSize = 256 * 1024
     /// The length of a digest.
@@ -30,12 +50,12 @@ public final class SHA256Digest {
 
     /// Starts a new digest, dropping any unfinished one.
     public func begin() throws(ContainerError) {
-        guard SHA256_Init(context) == 1 else { throw Self.failure("SHA256_Init") }
+        guard try Self.functions.get().initialize(context) == 1 else { throw Self.failure("SHA256_Init") }
     }
 
     /// Adds `bytes` to the digest begun.
     public func update(_ bytes: UnsafeRawBufferPointer) throws(ContainerError) {
-        guard SHA256_Update(context, bytes.baseAddress, bytes.count) == 1 else {
+        guard try Self.functions.get().update(context, bytes.baseAddress, bytes.count) == 1 else {
             throw Self.failure("SHA256_Update")
         }
     }
@@ -43,7 +63,7 @@ public final class SHA256Digest {
     /// The 32 bytes of the digest begun; `begin` again for the next.
     public func finish() throws(ContainerError) -> [UInt8] {
         var result = [UInt8](repeating: 0, count: Self.length)
-        guard SHA256_Final(&result, context) == 1 else { throw Self.failure("SHA256_Final") }
+        guard try Self.functions.get().final(&result, context) == 1 else { throw Self.failure("SHA256_Final") }
         return result
     }
 

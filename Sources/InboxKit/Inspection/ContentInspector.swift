@@ -30,6 +30,34 @@ public final class ContentInspector {
     /// Bytes asked of each `pread`. The type is named from the first chunk only.
     public static let chunkSize = 256 * 1024
 
+    /// libmagic's functions, by their prototypes in `<magic.h>`, loaded when an inspector is first made
+    /// (`LazyLibrary`): the commands that inspect nothing never load libmagic.
+    private struct Magic {
+        let open: @convention(c) (CInt) -> OpaquePointer?
+        let load: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?) -> CInt
+        let close: @convention(c) (OpaquePointer?) -> Void
+        let error: @convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?
+        let buffer: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> UnsafePointer<CChar>?
+        let getpath: @convention(c) (UnsafePointer<CChar>?, CInt) -> UnsafePointer<CChar>?
+    }
+
+    /// libmagic's soname: its ABI has been 1 since file 4.
+    private static let magicFunctions = Result { () throws(ContainerError) in
+        let library = try LazyLibrary("libmagic.so.1")
+        return Magic(
+            open: try library.function("magic_open", as: (@convention(c) (CInt) -> OpaquePointer?).self),
+            load: try library.function(
+                "magic_load", as: (@convention(c) (OpaquePointer?, UnsafePointer<CChar>?) -> CInt).self),
+            close: try library.function("magic_close", as: (@convention(c) (OpaquePointer?) -> Void).self),
+            error: try library.function(
+                "magic_error", as: (@convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?).self),
+            buffer: try library.function(
+                "magic_buffer",
+                as: (@convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> UnsafePointer<CChar>?).self),
+            getpath: try library.function(
+                "magic_getpath", as: (@convention(c) (UnsafePointer<CChar>?, CInt) -> UnsafePointer<CChar>?).self))
+    }
+
     /// MIME type only; never look inside compressed data (libmagic would decompress, or fork a decompressor).
     private static let magicFlags = MAGIC_MIME_TYPE | MAGIC_NO_CHECK_COMPRESS
 
@@ -50,7 +78,7 @@ public final class ContentInspector {
 
     deinit {
         buffer.deallocate()
-        if let magic { magic_close(magic) }
+        if let magic, let functions = try? Self.magicFunctions.get() { functions.close(magic) }
     }
 
     /// Whether libmagic's database has been loaded: only once a file's first bytes did not name its type.
@@ -60,7 +88,7 @@ public final class ContentInspector {
     /// suffix or without) can be read, so that a missing database is found at once rather than at the first file
     /// that needs it.
     private static func checkReadable(_ database: String?) throws(ContainerError) {
-        let paths = magic_getpath(database, 0).map { String(cString: $0) } ?? ""
+        let paths = try magicFunctions.get().getpath(database, 0).map { String(cString: $0) } ?? ""
         let readable = paths.split(separator: ":").contains { path in
             access(String(path) + ".mgc", R_OK) == 0 || access(String(path), R_OK) == 0
         }
@@ -77,12 +105,13 @@ public final class ContentInspector {
     /// The libmagic handle, opened and its database loaded on the first call.
     private func loadedMagic() throws(ContainerError) -> OpaquePointer {
         if let magic { return magic }
-        guard let opened = magic_open(Self.magicFlags) else {
+        let functions = try Self.magicFunctions.get()
+        guard let opened = functions.open(Self.magicFlags) else {
             throw ContainerError(.failure, "cannot start libmagic: \(Errno(rawValue: errno))")
         }
-        guard magic_load(opened, database) == 0 else {
-            let reason = magic_error(opened).map { String(cString: $0) } ?? "unknown error"
-            magic_close(opened)
+        guard functions.load(opened, database) == 0 else {
+            let reason = functions.error(opened).map { String(cString: $0) } ?? "unknown error"
+            functions.close(opened)
             throw Self.loadFailure(database, reason: reason)
         }
         magic = opened
@@ -132,8 +161,9 @@ public final class ContentInspector {
     private func sniff(_ head: UnsafeRawBufferPointer) throws(ContainerError) -> (type: String, mime: String) {
         if let sniffed = ContentSniffer.sniff(head) { return (sniffed.type, sniffed.mime) }
         let magic = try loadedMagic()
-        guard let result = magic_buffer(magic, head.baseAddress, head.count) else {
-            let reason = magic_error(magic).map { String(cString: $0) } ?? "unknown error"
+        let functions = try Self.magicFunctions.get()
+        guard let result = functions.buffer(magic, head.baseAddress, head.count) else {
+            let reason = functions.error(magic).map { String(cString: $0) } ?? "unknown error"
             throw ContainerError(.failure, "libmagic cannot name the content type: \(reason)")
         }
         let mime = String(cString: result)
