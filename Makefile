@@ -8,7 +8,8 @@ APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsq
 	libytnef0-dev libpython3.11-testsuite systemd zsh fish
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
-# make install: the release binary into $(DESTDIR)$(PREFIX)/bin, the system units into $(DESTDIR)$(UNITDIR), the
+# make install: the release binary into $(DESTDIR)$(PREFIX)/bin (inbox-formats, which runs import and backups, into
+# $(DESTDIR)$(PREFIX)/libexec/inbox, where inbox looks for it), the system units into $(DESTDIR)$(UNITDIR), the
 # user units into $(DESTDIR)$(USERUNITDIR) (both on systemd's search path for PREFIX=/usr/local and /usr), bash,
 # zsh and fish completions and the man page (made by the binary) under $(DESTDIR)$(PREFIX)/share.
 PREFIX ?= /usr/local
@@ -95,6 +96,8 @@ bench-mail-tools:
 install: deps
 	$(SWIFT) build -c release $(INSTALL_SWIFTFLAGS)
 	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox" "$(DESTDIR)$(PREFIX)/bin/inbox"
+	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox-formats" \
+		"$(DESTDIR)$(PREFIX)/libexec/inbox/inbox-formats"
 	install -d -m 0755 "$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(USERUNITDIR)"
 	for unit in $(SYSTEM_UNITS); do \
 		sed 's|/usr/local/bin/inbox|$(PREFIX)/bin/inbox|g' "systemd/$$unit" > "$(DESTDIR)$(UNITDIR)/$${unit##*/}" && \
@@ -116,6 +119,6 @@ install: deps
 uninstall:
 	for unit in $(notdir $(SYSTEM_UNITS)); do rm -f "$(DESTDIR)$(UNITDIR)/$$unit"; done
 	for unit in $(notdir $(USER_UNITS)); do rm -f "$(DESTDIR)$(USERUNITDIR)/$$unit"; done
-	rm -f "$(DESTDIR)$(PREFIX)/bin/inbox" \
+	rm -f "$(DESTDIR)$(PREFIX)/bin/inbox" "$(DESTDIR)$(PREFIX)/libexec/inbox/inbox-formats" \
 		"$(DESTDIR)$(PREFIX)/share/bash-completion/completions/inbox" "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_inbox" \
 		"$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/inbox.fish" "$(DESTDIR)$(PREFIX)/share/man/man1/inbox.1"

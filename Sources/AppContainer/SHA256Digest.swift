@@ -8,24 +8,19 @@ import Glibc
 ///
 /// libcrypto is loaded on the first digest (`LazyLibrary`). Not thread-safe: make one per thread or walk.
 public final class SHA256Digest {
-    /// libcrypto's SHA-256 functions, by their prototypes in `<openssl/sha.h>`.
+    /// libcrypto's SHA-256 functions, typed by their prototypes (`shim.h`), resolved on the first digest.
     private struct Functions {
-        let initialize: @convention(c) (UnsafeMutablePointer<SHA256_CTX>?) -> CInt
-        let update: @convention(c) (UnsafeMutablePointer<SHA256_CTX>?, UnsafeRawPointer?, Int) -> CInt
-        let final: @convention(c) (UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<SHA256_CTX>?) -> CInt
+        let initialize: inbox_SHA256_Init
+        let update: inbox_SHA256_Update
+        let final: inbox_SHA256_Final
     }
 
     private static let functions = Result { () throws(ContainerError) in
         let library = try LazyLibrary("libcrypto.so.\(OPENSSL_VERSION_MAJOR)")
         return Functions(
-            initialize: try library.function(
-                "SHA256_Init", as: (@convention(c) (UnsafeMutablePointer<SHA256_CTX>?) -> CInt).self),
-            update: try library.function(
-                "SHA256_Update",
-                as: (@convention(c) (UnsafeMutablePointer<SHA256_CTX>?, UnsafeRawPointer?, Int) -> CInt).self),
-            final: try library.function(
-                "SHA256_Final",
-                as: (@convention(c) (UnsafeMutablePointer<UInt8>?, UnsafeMutablePointer<SHA256_CTX>?) -> CInt).self))
+            initialize: try library.function("SHA256_Init", as: inbox_SHA256_Init.self),
+            update: try library.function("SHA256_Update", as: inbox_SHA256_Update.self),
+            final: try library.function("SHA256_Final", as: inbox_SHA256_Final.self))
     }
 
     /// Bytes asked of each `pread` by `hash(_:in:shown:)`.

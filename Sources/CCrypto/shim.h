@@ -9,4 +9,10 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
+// The type of each function SHA256Digest calls, from its prototype: LazyLibrary resolves them by name
+// (libcrypto is opened on first use, not linked).
+typedef __typeof__(SHA256_Init) *inbox_SHA256_Init;
+typedef __typeof__(SHA256_Update) *inbox_SHA256_Update;
+typedef __typeof__(SHA256_Final) *inbox_SHA256_Final;
+
 #endif

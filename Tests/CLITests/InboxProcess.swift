@@ -25,12 +25,13 @@ struct InboxProcess {
         return folder.appendingPathComponent("inbox").path
     }()
 
-    /// Runs `inbox ARGS…` to the end, feeding `input` on stdin.
+    /// Runs `inbox ARGS…` (or `executable ARGS…`) to the end, feeding `input` on stdin.
     static func run(
         _ arguments: [[UInt8]], input: [UInt8] = [], environment: [String: String] = [:],
-        terminalColumns: UInt16? = nil
+        terminalColumns: UInt16? = nil, executable: String = binary
     ) throws -> Result {
-        let child = try start(arguments, environment: environment, terminalColumns: terminalColumns)
+        let child = try start(
+            arguments, environment: environment, terminalColumns: terminalColumns, executable: executable)
         return try child.finish(input: input)
     }
 
@@ -144,10 +145,12 @@ struct InboxProcess {
 
     }
 
-    /// Starts `inbox ARGS…` with posix_spawn, so arguments stay exact bytes. With `terminalColumns`, its stdout
-    /// is a pseudo-terminal that wide (read back with `\r\n` line ends) instead of a pipe.
+    /// Starts `inbox ARGS…` (or `executable ARGS…`) with posix_spawn, so arguments stay exact bytes. With
+    /// `terminalColumns`, its stdout is a pseudo-terminal that wide (read back with `\r\n` line ends) instead of
+    /// a pipe.
     static func start(
-        _ arguments: [[UInt8]], environment: [String: String] = [:], terminalColumns: UInt16? = nil
+        _ arguments: [[UInt8]], environment: [String: String] = [:], terminalColumns: UInt16? = nil,
+        executable: String = binary
     ) throws -> Child {
         var pipes: [[CInt]] = []
         for _ in 0..<3 {
@@ -172,7 +175,7 @@ struct InboxProcess {
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "INBOX_CONTAINER")
         env.merge(environment) { $1 }
-        let argv = ([Array(binary.utf8)] + arguments).map { bytes -> UnsafeMutablePointer<CChar>? in
+        let argv = ([Array(executable.utf8)] + arguments).map { bytes -> UnsafeMutablePointer<CChar>? in
             let pointer = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count + 1)
             for (index, byte) in bytes.enumerated() { pointer[index] = CChar(bitPattern: byte) }
             pointer[bytes.count] = 0
@@ -194,7 +197,7 @@ struct InboxProcess {
         posix_spawnattr_setsigdefault(&attributes, &signals)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, binary, &actions, &attributes, argv + [nil], envp + [nil])
+        let result = posix_spawn(&pid, executable, &actions, &attributes, argv + [nil], envp + [nil])
         close(pipes[0][0])
         close(pipes[1][1])
         close(pipes[2][1])

@@ -5,6 +5,7 @@ import CSQLite
 /// on demand, every failure a `ContainerError` whose exit status follows its cause (a full disk 74, busy 75,
 /// a damaged file 65).
 final class SQLiteDatabase {
+    private let sqlite: SQLiteFunctions
     private let handle: OpaquePointer
     let path: String
     /// Statements prepared once and used again, by their SQL: parsing SQL for every message cost a tenth of
@@ -17,29 +18,30 @@ final class SQLiteDatabase {
     /// milliseconds for another process's lock.
     init(path: String, busyTimeout: CInt = 60_000) throws(ContainerError) {
         self.path = path
+        sqlite = try SQLiteFunctions.loaded.get()
         var opened: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX
-        let result = sqlite3_open_v2(path, &opened, flags, nil)
+        let result = sqlite.open(path, &opened, flags, nil)
         guard let opened else { throw ContainerError(.failure, "cannot open '\(path)': out of memory") }
         handle = opened
         guard result == SQLITE_OK else {
-            let error = Self.error(result, handle, doing: "open", path)
-            sqlite3_close_v2(opened)
+            let error = Self.error(result, handle, sqlite, doing: "open", path)
+            _ = sqlite.close(opened)
             throw error
         }
-        sqlite3_busy_timeout(handle, busyTimeout)
-        sqlite3_extended_result_codes(handle, 1)
+        _ = sqlite.busyTimeout(handle, busyTimeout)
+        _ = sqlite.extendedResultCodes(handle, 1)
     }
 
     deinit {
-        for statement in prepared.values { sqlite3_finalize(statement) }
-        sqlite3_close_v2(handle)
+        for statement in prepared.values { _ = sqlite.finalize(statement) }
+        _ = sqlite.close(handle)
     }
 
     /// Runs SQL that returns no rows (several statements allowed).
     func execute(_ sql: String) throws(ContainerError) {
-        let result = sqlite3_exec(handle, sql, nil, nil, nil)
-        guard result == SQLITE_OK else { throw Self.error(result, handle, doing: "write", path) }
+        let result = sqlite.exec(handle, sql, nil, nil, nil)
+        guard result == SQLITE_OK else { throw Self.error(result, handle, sqlite, doing: "write", path) }
     }
 
     /// Runs `body` in a transaction that takes the write lock at once, committed when it returns and rolled
@@ -56,7 +58,7 @@ final class SQLiteDatabase {
             try execute("COMMIT")
             return value
         } catch {
-            sqlite3_exec(handle, "ROLLBACK", nil, nil, nil)
+            _ = sqlite.exec(handle, "ROLLBACK", nil, nil, nil)
             throw error
         }
     }
@@ -67,28 +69,28 @@ final class SQLiteDatabase {
     {
         let statement = try statement(sql)
         defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
+            _ = sqlite.reset(statement)
+            _ = sqlite.clearBindings(statement)
         }
         var result: CInt
         for (index, value) in values.enumerated() {
             let position = CInt(index + 1)
             switch value {
-            case .integer(let number): result = sqlite3_bind_int64(statement, position, number)
-            case .text(let text): result = sqlite3_bind_text(statement, position, text, -1, inbox_sqlite_transient())
+            case .integer(let number): result = sqlite.bindInt64(statement, position, number)
+            case .text(let text): result = sqlite.bindText(statement, position, text, -1, inbox_sqlite_transient())
             case .blob(let bytes):
                 result = bytes.withUnsafeBytes { raw in
-                    sqlite3_bind_blob(statement, position, raw.baseAddress, CInt(raw.count), inbox_sqlite_transient())
+                    sqlite.bindBlob(statement, position, raw.baseAddress, CInt(raw.count), inbox_sqlite_transient())
                 }
-            case .null: result = sqlite3_bind_null(statement, position)
+            case .null: result = sqlite.bindNull(statement, position)
             }
-            guard result == SQLITE_OK else { throw Self.error(result, handle, doing: "read", path) }
+            guard result == SQLITE_OK else { throw Self.error(result, handle, sqlite, doing: "read", path) }
         }
         while true {
-            result = sqlite3_step(statement)
+            result = sqlite.step(statement)
             if result == SQLITE_DONE { return }
-            guard result == SQLITE_ROW else { throw Self.error(result, handle, doing: "read", path) }
-            try row(SQLiteRow(statement: statement))
+            guard result == SQLITE_ROW else { throw Self.error(result, handle, sqlite, doing: "read", path) }
+            try row(SQLiteRow(sqlite: sqlite, statement: statement))
         }
     }
 
@@ -96,19 +98,21 @@ final class SQLiteDatabase {
     private func statement(_ sql: String) throws(ContainerError) -> OpaquePointer {
         if let statement = prepared[sql] { return statement }
         var made: OpaquePointer?
-        let result = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &made, nil)
+        let result = sqlite.prepare(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &made, nil)
         guard result == SQLITE_OK, let statement = made else {
-            throw Self.error(result, handle, doing: "read", path)
+            throw Self.error(result, handle, sqlite, doing: "read", path)
         }
         prepared[sql] = statement
         return statement
     }
 
     /// The error of a failed call, its exit status by its primary result code.
-    private static func error(_ result: CInt, _ handle: OpaquePointer?, doing: String, _ path: String)
+    private static func error(
+        _ result: CInt, _ handle: OpaquePointer?, _ sqlite: SQLiteFunctions, doing: String, _ path: String
+    )
         -> ContainerError
     {
-        let message = handle.flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) } ?? "error \(result)"
+        let message = handle.flatMap { sqlite.errmsg($0) }.map { String(cString: $0) } ?? "error \(result)"
         let code: ContainerError.Code
         switch result & 0xFF {
         case SQLITE_FULL, SQLITE_IOERR: code = .ioError
@@ -133,17 +137,67 @@ enum SQLiteValue {
 
 /// The current row of a statement, valid only inside the `row` callback.
 struct SQLiteRow {
+    let sqlite: SQLiteFunctions
     let statement: OpaquePointer
 
-    func integer(_ column: CInt) -> Int64 { sqlite3_column_int64(statement, column) }
+    func integer(_ column: CInt) -> Int64 { sqlite.columnInt64(statement, column) }
 
     func blob(_ column: CInt) -> [UInt8] {
         // The pointer first, then its length, as SQLite asks.
-        let bytes = sqlite3_column_blob(statement, column)
-        let count = Int(sqlite3_column_bytes(statement, column))
+        let bytes = sqlite.columnBlob(statement, column)
+        let count = Int(sqlite.columnBytes(statement, column))
         guard count > 0, let bytes else { return [] }
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
     }
 
-    func isNull(_ column: CInt) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+    func isNull(_ column: CInt) -> Bool { sqlite.columnType(statement, column) == SQLITE_NULL }
+}
+
+/// libsqlite3's functions, typed by their prototypes (`shim.h`), resolved when the first database is opened: the
+/// commands that open none never load libsqlite3 (ARCHITECTURE.md, "Start-up and memory").
+struct SQLiteFunctions {
+    let open: inbox_sqlite3_open_v2
+    let close: inbox_sqlite3_close_v2
+    let busyTimeout: inbox_sqlite3_busy_timeout
+    let extendedResultCodes: inbox_sqlite3_extended_result_codes
+    let finalize: inbox_sqlite3_finalize
+    let exec: inbox_sqlite3_exec
+    let reset: inbox_sqlite3_reset
+    let clearBindings: inbox_sqlite3_clear_bindings
+    let bindInt64: inbox_sqlite3_bind_int64
+    let bindText: inbox_sqlite3_bind_text
+    let bindBlob: inbox_sqlite3_bind_blob
+    let bindNull: inbox_sqlite3_bind_null
+    let step: inbox_sqlite3_step
+    let prepare: inbox_sqlite3_prepare_v3
+    let errmsg: inbox_sqlite3_errmsg
+    let columnInt64: inbox_sqlite3_column_int64
+    let columnBlob: inbox_sqlite3_column_blob
+    let columnBytes: inbox_sqlite3_column_bytes
+    let columnType: inbox_sqlite3_column_type
+
+    static let loaded = Result { () throws(ContainerError) in
+        let library = try LazyLibrary("libsqlite3.so.0")
+        return SQLiteFunctions(
+            open: try library.function("sqlite3_open_v2", as: inbox_sqlite3_open_v2.self),
+            close: try library.function("sqlite3_close_v2", as: inbox_sqlite3_close_v2.self),
+            busyTimeout: try library.function("sqlite3_busy_timeout", as: inbox_sqlite3_busy_timeout.self),
+            extendedResultCodes: try library.function(
+                "sqlite3_extended_result_codes", as: inbox_sqlite3_extended_result_codes.self),
+            finalize: try library.function("sqlite3_finalize", as: inbox_sqlite3_finalize.self),
+            exec: try library.function("sqlite3_exec", as: inbox_sqlite3_exec.self),
+            reset: try library.function("sqlite3_reset", as: inbox_sqlite3_reset.self),
+            clearBindings: try library.function("sqlite3_clear_bindings", as: inbox_sqlite3_clear_bindings.self),
+            bindInt64: try library.function("sqlite3_bind_int64", as: inbox_sqlite3_bind_int64.self),
+            bindText: try library.function("sqlite3_bind_text", as: inbox_sqlite3_bind_text.self),
+            bindBlob: try library.function("sqlite3_bind_blob", as: inbox_sqlite3_bind_blob.self),
+            bindNull: try library.function("sqlite3_bind_null", as: inbox_sqlite3_bind_null.self),
+            step: try library.function("sqlite3_step", as: inbox_sqlite3_step.self),
+            prepare: try library.function("sqlite3_prepare_v3", as: inbox_sqlite3_prepare_v3.self),
+            errmsg: try library.function("sqlite3_errmsg", as: inbox_sqlite3_errmsg.self),
+            columnInt64: try library.function("sqlite3_column_int64", as: inbox_sqlite3_column_int64.self),
+            columnBlob: try library.function("sqlite3_column_blob", as: inbox_sqlite3_column_blob.self),
+            columnBytes: try library.function("sqlite3_column_bytes", as: inbox_sqlite3_column_bytes.self),
+            columnType: try library.function("sqlite3_column_type", as: inbox_sqlite3_column_type.self))
+    }
 }

@@ -30,32 +30,27 @@ public final class ContentInspector {
     /// Bytes asked of each `pread`. The type is named from the first chunk only.
     public static let chunkSize = 256 * 1024
 
-    /// libmagic's functions, by their prototypes in `<magic.h>`, loaded when an inspector is first made
-    /// (`LazyLibrary`): the commands that inspect nothing never load libmagic.
+    /// libmagic's functions, typed by their prototypes (`shim.h`), resolved when an inspector is first made: the
+    /// commands that inspect nothing never load libmagic.
     private struct Magic {
-        let open: @convention(c) (CInt) -> OpaquePointer?
-        let load: @convention(c) (OpaquePointer?, UnsafePointer<CChar>?) -> CInt
-        let close: @convention(c) (OpaquePointer?) -> Void
-        let error: @convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?
-        let buffer: @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> UnsafePointer<CChar>?
-        let getpath: @convention(c) (UnsafePointer<CChar>?, CInt) -> UnsafePointer<CChar>?
+        let open: inbox_magic_open
+        let load: inbox_magic_load
+        let close: inbox_magic_close
+        let error: inbox_magic_error
+        let buffer: inbox_magic_buffer
+        let getpath: inbox_magic_getpath
     }
 
     /// libmagic's soname: its ABI has been 1 since file 4.
     private static let magicFunctions = Result { () throws(ContainerError) in
         let library = try LazyLibrary("libmagic.so.1")
         return Magic(
-            open: try library.function("magic_open", as: (@convention(c) (CInt) -> OpaquePointer?).self),
-            load: try library.function(
-                "magic_load", as: (@convention(c) (OpaquePointer?, UnsafePointer<CChar>?) -> CInt).self),
-            close: try library.function("magic_close", as: (@convention(c) (OpaquePointer?) -> Void).self),
-            error: try library.function(
-                "magic_error", as: (@convention(c) (OpaquePointer?) -> UnsafePointer<CChar>?).self),
-            buffer: try library.function(
-                "magic_buffer",
-                as: (@convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> UnsafePointer<CChar>?).self),
-            getpath: try library.function(
-                "magic_getpath", as: (@convention(c) (UnsafePointer<CChar>?, CInt) -> UnsafePointer<CChar>?).self))
+            open: try library.function("magic_open", as: inbox_magic_open.self),
+            load: try library.function("magic_load", as: inbox_magic_load.self),
+            close: try library.function("magic_close", as: inbox_magic_close.self),
+            error: try library.function("magic_error", as: inbox_magic_error.self),
+            buffer: try library.function("magic_buffer", as: inbox_magic_buffer.self),
+            getpath: try library.function("magic_getpath", as: inbox_magic_getpath.self))
     }
 
     /// MIME type only; never look inside compressed data (libmagic would decompress, or fork a decompressor).
