@@ -183,24 +183,41 @@ public final class EventLog: Sendable {
         writer.lastSeq = first + UInt64(ends.count) - 1
         writer.size += Int64(buffer.count)
         writer.notice = nil
-        if durable {
-            do {
-                try system_fsync(log)
-            } catch {
-                throw error.failure("sync the event log", logPath)
-            }
-            // A log file new to this instance may have a name that is not on disk yet.
-            if !writer.folderSynced {
-                do {
-                    try system_fsync(folder)
-                } catch {
-                    throw error.failure("sync the event log folder", directory)
-                }
-                writer.folderSynced = true
-            }
-        }
+        writer.unsynced = true
+        if durable { try sync(log, &writer) }
         if writer.size > Int64(maxBytes) { rotate(&writer) }
         return first
+    }
+
+    /// Makes durable what this instance appended with `durable: false` (one fsync of the log file), if anything:
+    /// the watcher's `moved` records wait for the next batch's fsync, or for this (ARCHITECTURE.md, "The hot
+    /// path").
+    func sync() throws(ContainerError) {
+        try writer.withLock { writer throws(ContainerError) in
+            guard writer.unsynced, let log = writer.log?.rawValue else { return }
+            try sync(log, &writer)
+        }
+    }
+
+    /// Whether this instance appended records that are not yet durable.
+    var hasUnsynced: Bool { writer.withLock { $0.unsynced } }
+
+    private func sync(_ log: CInt, _ writer: inout Writer) throws(ContainerError) {
+        do {
+            try system_fsync(log)
+        } catch {
+            throw error.failure("sync the event log", logPath)
+        }
+        // A log file new to this instance may have a name that is not on disk yet.
+        if !writer.folderSynced {
+            do {
+                try system_fsync(folder)
+            } catch {
+                throw error.failure("sync the event log folder", directory)
+            }
+            writer.folderSynced = true
+        }
+        writer.unsynced = false
     }
 
     private func openLock(_ writer: inout Writer) throws(ContainerError) -> CInt {
@@ -233,6 +250,8 @@ public final class EventLog: Sendable {
             log = open
             size = named.size
         } else {
+            // What this instance wrote to the file it lets go of is made durable first.
+            if writer.unsynced, let open = writer.log?.rawValue { try sync(open, &writer) }
             writer.log = nil
             writer.trusted = false
             writer.folderSynced = false
@@ -369,6 +388,8 @@ public final class EventLog: Sendable {
     /// as it is and the next append tries again.
     private func rotate(_ writer: inout Writer) {
         do {
+            // Set aside durable: no later fsync of the log reaches the file under its new name.
+            if writer.unsynced, let log = writer.log?.rawValue { try sync(log, &writer) }
             try system_renameat2(folder, Self.logName, folder, Self.rotatedName(writer.lastSeq), .noReplace)
         } catch {
             return
@@ -396,6 +417,8 @@ private struct Writer: ~Copyable {
     var trusted = false
     /// Whether the folder was fsynced since `log` was opened, so that its name is durable too.
     var folderSynced = false
+    /// Whether records this instance wrote to `log` wait for an fsync.
+    var unsynced = false
     /// A record to write before the next ones: why the log before this one was set aside.
     var notice: EncodedEvents?
 }

@@ -118,6 +118,8 @@ extension ArrivalPipeline {
     /// `checkpointReplayLimit` records came since: the recovery then replays those few records (a scan of an
     /// empty Inbox, after each inotify overflow in every container of a fleet, costs no fsync).
     func saveCheckpoint() throws(ContainerError) {
+        // The checkpoint stands for the log up to `lastSeq`: those records are durable first.
+        try syncLog()
         var body = ""
         for id in arrived { body += id.text + "\n" }
         for (name, entry) in failed.entries {

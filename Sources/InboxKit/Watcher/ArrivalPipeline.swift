@@ -39,6 +39,13 @@ final class ArrivalPipeline {
     var firstFailure: ContainerError?
     /// Journal intents of copying moves, ended once their `moved` records are durable.
     var intentsToEnd: [MoveJournal.Record] = []
+    /// When the `moved` records written without an fsync must be made durable, if the next batch's phase 1 has
+    /// not by then (ARCHITECTURE.md, "The hot path"); nil when every record is durable.
+    private(set) var syncDue: ContinuousClock.Instant?
+    /// How many times the log was made durable: what was settled before a change is durable.
+    private(set) var logSyncs = 0
+    /// How long a `moved` record may wait for the next batch's fsync.
+    static let syncDelay = Duration.milliseconds(5)
     /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
     let loggedInbox: [UInt8]
     let loggedDocuments: [UInt8]
@@ -135,8 +142,9 @@ final class ArrivalPipeline {
         try saveCheckpoint()
     }
 
-    /// Handles a batch of names; returns the arrivals for the watcher's stream.
-    func process(_ names: [FileName]) throws(ContainerError) -> [Arrival] {
+    /// Handles a batch of names; returns the arrivals for the watcher's stream. With `syncLater`, the `moved`
+    /// records wait for the next fsync of the log (`commitApplied`).
+    func process(_ names: [FileName], syncLater: Bool = false) throws(ContainerError) -> [Arrival] {
         try reopenReplacedFolders()
         var rejections: [Event] = []
         var records = EncodedEvents(reservingCapacity: names.count)
@@ -183,7 +191,7 @@ final class ArrivalPipeline {
             }
             arrivals[index].settle(prepared.disposition, outcome)
         }
-        try commitApplied(applied)
+        try commitApplied(applied, syncLater: syncLater)
         return arrivals
     }
 
@@ -203,8 +211,10 @@ final class ArrivalPipeline {
     }
 
     /// Phase 2's end: the folders fsynced once, the records of what moved appended durably, then the journal
-    /// intents of copies ended.
-    func commitApplied(_ applied: EncodedEvents) throws(ContainerError) {
+    /// intents of copies ended. With `syncLater` and no intent to end, the records are written but their fsync
+    /// waits for the next batch's phase 1, or for `syncDue`: recovery logs again a move whose record a power
+    /// loss took (ARCHITECTURE.md, "The hot path").
+    func commitApplied(_ applied: EncodedEvents, syncLater: Bool = false) throws(ContainerError) {
         guard !applied.isEmpty else { return }
         // Taken now: if the records fail, the intents are dropped unended (and unlocked), for recovery to settle.
         let intents = intentsToEnd
@@ -215,7 +225,12 @@ final class ArrivalPipeline {
         } catch {
             throw error.failure("sync", container.path(.documents))
         }
-        try commit(applied, durable: true)
+        let durable = !syncLater || !intents.isEmpty
+        try commit(applied, durable: durable)
+        if !durable {
+            syncDue = syncDue ?? .now + Self.syncDelay
+            return
+        }
         let journal = MoveJournal(container: container)
         for intent in intents {
             // Settled already: an intent left behind only makes the next start look again.
@@ -262,5 +277,18 @@ final class ArrivalPipeline {
     func commit(_ records: EncodedEvents, durable: Bool) throws(ContainerError) {
         guard !records.isEmpty else { return }
         lastSeq = try inbox.log.append(records, durable: durable) + UInt64(records.count) - 1
+        if durable { logSynced() }
+    }
+
+    /// Makes durable the records written without an fsync, if any.
+    func syncLog() throws(ContainerError) {
+        guard syncDue != nil else { return }
+        try inbox.log.sync()
+        logSynced()
+    }
+
+    private func logSynced() {
+        syncDue = nil
+        logSyncs += 1
     }
 }

@@ -21,6 +21,12 @@ final class WatchSession {
     /// The scan asked for last gave way: the next runs to its end (a scan starts over from the folder's first
     /// entry, and in a kept Inbox those are still there: giving way every time would never get past them).
     private var scanGaveWay = false
+    /// Arrivals whose `moved` records wait for their fsync: settled (`onSettled`, the `arrivals` stream) after it.
+    private var unsettled: [Arrival] = []
+    /// Whether a batch's `moved` records wait for the next batch's fsync: only on a thread of the session's own
+    /// (`.blocking`), which wakes for `syncDue` on time. A pooled session's turn may wait behind other
+    /// containers' work, and its settling with it.
+    private let groupsCommits: Bool
 
     /// How a session waits for its folders to be watched: `.blocking` returns from `open` once they are, `.pooled`
     /// returns at once, and the hub asks for the start-up scan when they are (a pool thread never waits for the hub).
@@ -31,6 +37,7 @@ final class WatchSession {
     /// Takes the container for `watcher`: a broken seal fails with 65, another watcher holding it with 75.
     init(_ watcher: Watcher, start: Start) throws(ContainerError) {
         self.watcher = watcher
+        groupsCommits = start == .blocking
         let inbox = watcher.inbox
         let options = watcher.options
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
@@ -86,7 +93,7 @@ final class WatchSession {
     /// When the session wants a turn though nothing is queued: the next retry or periodic scan (`once`: within a
     /// second, to see whether what it waits for is written).
     var nextWake: ContinuousClock.Instant {
-        let due = min(nextRescan, pipeline.nextRetry ?? nextRescan)
+        let due = min(nextRescan, pipeline.nextRetry ?? nextRescan, pipeline.syncDue ?? nextRescan)
         return watcher.options.once ? min(due, .now + .seconds(1)) : due
     }
 
@@ -97,6 +104,8 @@ final class WatchSession {
         if let failure = watchFailure.value.withLock({ $0 }) { throw failure }
         let queue = watcher.queue
         let options = watcher.options
+        // Nothing came in time to share the fsync of the `moved` records: they are made durable on their own.
+        if let due = pipeline.syncDue, ContinuousClock.now >= due { try syncAndSettle() }
         var batch = queue.take(limit: options.maxBatch)
         batch.names += try pipeline.dueRetries()
         if batch.overflows > 0 {
@@ -132,6 +141,8 @@ final class WatchSession {
                 }
             }
         }
+        // A scan's checkpoint syncs the log too.
+        if pipeline.syncDue == nil { settle() }
         if queue.isStopped { return false }
         // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
         if options.once && !queue.hasWork
@@ -150,6 +161,7 @@ final class WatchSession {
         setup?.finish(waiting: waiting)
         cleanup?.finish(waiting: waiting)
         SystemdNotify.send("STOPPING=1")
+        try syncAndSettle()
         try pipeline.saveCheckpoint()
         try watcher.inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)
         watcher.report("stopped")
@@ -169,10 +181,29 @@ final class WatchSession {
         lock = nil
     }
 
-    /// Handles one batch of names, then hands the arrivals to `onSettled` and the `arrivals` stream.
+    /// Handles one batch of names, then hands the arrivals to `onSettled` and the `arrivals` stream once their
+    /// records are durable: those of an earlier batch when this one's phase 1 synced the log, this batch's when
+    /// nothing waits for an fsync.
     private func handle(_ names: [FileName]) throws(ContainerError) {
-        let arrivals = try pipeline.process(names)
-        if !arrivals.isEmpty, let onSettled = watcher.options.onSettled, !onSettled(arrivals) { watcher.stop() }
+        let syncs = pipeline.logSyncs
+        let arrivals = try pipeline.process(names, syncLater: groupsCommits)
+        if pipeline.logSyncs != syncs { settle() }
+        unsettled += arrivals
+        if pipeline.syncDue == nil { settle() }
+    }
+
+    /// Makes the records written without an fsync durable, and settles what waited for it.
+    private func syncAndSettle() throws(ContainerError) {
+        try pipeline.syncLog()
+        settle()
+    }
+
+    /// Hands the arrivals whose records are durable to `onSettled` and the `arrivals` stream.
+    private func settle() {
+        guard !unsettled.isEmpty else { return }
+        let arrivals = unsettled
+        unsettled.removeAll()
+        if let onSettled = watcher.options.onSettled, !onSettled(arrivals) { watcher.stop() }
         watcher.deliver(arrivals)
     }
 }
