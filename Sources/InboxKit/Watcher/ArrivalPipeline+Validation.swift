@@ -4,9 +4,12 @@ import Glibc
 extension ArrivalPipeline {
     /// Validates one name (ARCHITECTURE.md, "How an arrival flows"): a regular file is opened read-only, made private
     /// if it has other hard links, sealed 0444 and inspected; a link, FIFO, socket or device node is removed without
-    /// being opened or followed and logged `rejected`. Nil for names that are gone, already handled, still being
-    /// written (looked at again soon), or rejected; throws when the item cannot be arrived (it stays).
-    func prepare(_ name: FileName, rejections: inout [Event]) throws(ContainerError) -> Prepared? {
+    /// being opened or followed and logged `rejected`. Nil for names that are gone, already handled (in `arrived`, or
+    /// in `skipping`: a batch still being applied), still being written (looked at again soon), or rejected; throws
+    /// when the item cannot be arrived (it stays).
+    func prepare(_ name: FileName, arrived: Set<Identity>, skipping: Set<FileID>, rejections: inout [Event])
+        throws(ContainerError) -> Prepared?
+    {
         for _ in 0..<3 {
             let seen: FileStatus
             do {
@@ -19,12 +22,14 @@ extension ArrivalPipeline {
             case .regular:
                 break
             case .directory:
-                return try prepareFolder(name, seen)
+                return try prepareFolder(name, seen, arrived: arrived, skipping: skipping)
             default:
                 if let rejection = try reject(name, seen.kind) { rejections.append(rejection) }
                 return nil
             }
             if !arrived.isEmpty && arrived.contains(Identity(seen)) { return nil }
+            // Checked before the open: a file that batch may be moving is never sealed again after its move.
+            if !skipping.isEmpty && skipping.contains(seen.fileID) { return nil }
             let file: SharedDescriptor
             do {
                 file = SharedDescriptor(
@@ -86,8 +91,10 @@ extension ArrivalPipeline {
 
     /// A folder dropped into the Inbox arrives as one item of type `folder`, its size the bytes of the regular
     /// files inside (links never followed). It is not sealed; a move takes it whole into Documents.
-    private func prepareFolder(_ name: FileName, _ seen: FileStatus) throws(ContainerError) -> Prepared? {
-        guard !arrived.contains(Identity(seen)) else { return nil }
+    private func prepareFolder(_ name: FileName, _ seen: FileStatus, arrived: Set<Identity>, skipping: Set<FileID>)
+        throws(ContainerError) -> Prepared?
+    {
+        guard !arrived.contains(Identity(seen)), !skipping.contains(seen.fileID) else { return nil }
         let folder: SharedDescriptor
         do {
             folder = SharedDescriptor(try FileDescriptor(at: inboxFolder.rawValue, name, [.directory, .noFollow]))

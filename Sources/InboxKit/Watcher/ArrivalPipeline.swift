@@ -37,6 +37,8 @@ final class ArrivalPipeline {
     var failed = RetrySchedule<Pending>(first: .seconds(1), limit: .seconds(300))
     /// The first failure that left an item where it was, for the exit status of `watch --once`.
     var firstFailure: ContainerError?
+    /// The thread that prepares the next batch while this one's is applied, where that pays ("The hot path").
+    var prepareAhead: PrepareAhead<PreparedBatch>?
     /// Journal intents of copying moves, ended once their `moved` records are durable.
     var intentsToEnd: [MoveJournal.Record] = []
     /// When the `moved` records written without an fsync must be made durable, if the next batch's phase 1 has
@@ -92,10 +94,12 @@ final class ArrivalPipeline {
 
     /// Reads the whole Inbox (reopened: the folder may have been replaced) and handles it `maxBatch` names at
     /// a time as they are read, so memory stays flat however full it is; stops early when `stop` says so.
-    /// A complete scan forgets identities no longer in the Inbox, logs `rescan` and saves the checkpoint.
-    func scan(reason: String, stop: () -> Bool, handle: ([FileName]) throws(ContainerError) -> Void)
-        throws(ContainerError)
-    {
+    /// `finish` is called once every name is handed in, for a batch still being prepared. A complete scan forgets
+    /// identities no longer in the Inbox, logs `rescan` and saves the checkpoint.
+    func scan(
+        reason: String, stop: () -> Bool, handle: ([FileName]) throws(ContainerError) -> Void,
+        finish: () throws(ContainerError) -> Void = {}
+    ) throws(ContainerError) {
         inboxFolder = SharedDescriptor(try container.openFolder(.inbox))
         try reopenReplacedFolders()
         let folder = inboxFolder
@@ -137,31 +141,64 @@ final class ArrivalPipeline {
         if let failure { throw failure }
         if stop() { return }
         if !chunk.isEmpty { try handle(chunk) }
+        try finish()
         if seenAll, let present = scanPresent { arrived.formIntersection(present) }
         try commit([Event(.rescan, ["reason": .string(reason), "found": .int(Int64(found))])], durable: false)
         try saveCheckpoint()
     }
 
     /// Handles a batch of names; returns the arrivals for the watcher's stream. With `syncLater`, the `moved`
-    /// records wait for the next fsync of the log (`commitApplied`).
-    func process(_ names: [FileName], syncLater: Bool = false) throws(ContainerError) -> [Arrival] {
+    /// records wait for the next fsync of the log (`commitApplied`). With `more` (more names are on their way) and a
+    /// `prepareAhead` thread, the batch is prepared there while this thread applies the one before, whose arrivals
+    /// are returned (ARCHITECTURE.md, "The hot path"); `finishPrepared` applies the last.
+    func process(_ names: [FileName], more: Bool = false, syncLater: Bool = false) throws(ContainerError)
+        -> [Arrival]
+    {
+        if let prepareAhead, more || prepareAhead.isRunning {
+            return try overlap(names, on: prepareAhead, syncLater: syncLater)
+        }
         try reopenReplacedFolders()
+        return try apply(prepareBatch(names, arrived: arrived, skipping: []), syncLater: syncLater)
+    }
+
+    /// A batch validated, sealed and inspected, waiting for its phase 1.
+    struct PreparedBatch {
+        var items: [Prepared] = []
         var rejections: [Event] = []
-        var records = EncodedEvents(reservingCapacity: names.count)
-        var batch: [Prepared] = []
-        batch.reserveCapacity(names.count)
+        /// Names that could not be arrived, with why: logged when the batch is applied.
+        var failures: [(FileName, ContainerError)] = []
+    }
+
+    /// Prepares each name once (`prepare`), leaving alone the identities in `arrived` and the files in `skipping`.
+    /// It writes no state of the pipeline's but `busy` and `failedToArrive`, which nothing else touches while a
+    /// batch is prepared on the `prepareAhead` thread, and reads only what is changed between batches.
+    func prepareBatch(_ names: [FileName], arrived: Set<Identity>, skipping: Set<FileID>) -> PreparedBatch {
+        var batch = PreparedBatch()
+        batch.items.reserveCapacity(names.count)
         var seen = Set<FileName>(minimumCapacity: names.count)
         for name in names where seen.insert(name).inserted {
             busy.remove(name)
             do {
-                if let item = try prepare(name, rejections: &rejections) { batch.append(item) }
+                if let item = try prepare(name, arrived: arrived, skipping: skipping, rejections: &batch.rejections) {
+                    batch.items.append(item)
+                }
                 failedToArrive.remove(name)
             } catch {
-                fail(during: "arrive", name, error, folder: loggedInbox, to: &records)
+                batch.failures.append((name, error))
                 failedToArrive.schedule(name, ())
             }
         }
-        for rejection in rejections { records.append(rejection) }
+        return batch
+    }
+
+    /// Decides, logs (phase 1) and applies (phase 2) a prepared batch; returns its arrivals.
+    func apply(_ prepared: PreparedBatch, syncLater: Bool) throws(ContainerError) -> [Arrival] {
+        var records = EncodedEvents(reservingCapacity: prepared.items.count)
+        for (name, failure) in prepared.failures {
+            fail(during: "arrive", name, failure, folder: loggedInbox, to: &records)
+        }
+        for rejection in prepared.rejections { records.append(rejection) }
+        let batch = prepared.items
         var arrivals = batch.map { prepared in
             Arrival(
                 item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),

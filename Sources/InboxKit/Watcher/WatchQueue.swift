@@ -104,6 +104,11 @@ final class WatchQueue: Sendable {
         }
     }
 
+    /// Whether names are queued.
+    var hasNames: Bool {
+        state.withLock { !$0.names.isEmpty }
+    }
+
     /// Whether names or a rescan are queued.
     var hasWork: Bool {
         state.withLock { !$0.names.isEmpty || $0.rescan != nil }

@@ -27,6 +27,8 @@ final class WatchSession {
     /// (`.blocking`), which wakes for `syncDue` on time. A pooled session's turn may wait behind other
     /// containers' work, and its settling with it.
     private let groupsCommits: Bool
+    /// How many batches past the first a turn takes while they overlap, before it looks at retries and scans.
+    static let overlappedBatches = 64
 
     /// How a session waits for its folders to be watched: `.blocking` returns from `open` once they are, `.pooled`
     /// returns at once, and the hub asks for the start-up scan when they are (a pool thread never waits for the hub).
@@ -47,6 +49,16 @@ final class WatchSession {
         Watcher.ignoreLeaseBreakSignal()
         nextRescan = .now + options.rescanInterval
         pipeline = try ArrivalPipeline(watcher: watcher)
+        // A move or deletion on arrival takes a thread that prepares the next batch meanwhile: on a thread of the
+        // session's own only (a pool's threads serve other containers), and never for a handler, whose answers
+        // come between the batches, nor for keep, which has no phase 2 to overlap.
+        if start == .blocking, pipeline.handlerName == nil, options.onArrival != .keep {
+            do {
+                pipeline.prepareAhead = try PrepareAhead(name: "inbox-prepare")
+            } catch {
+                watcher.report("preparing every batch on the watcher's thread: no second thread (\(error))")
+            }
+        }
         // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
         setup = BackgroundSetup.start(inbox, report: { [watcher] in watcher.report($0) })
         do throws(ContainerError) {
@@ -108,27 +120,24 @@ final class WatchSession {
         if let due = pipeline.syncDue, ContinuousClock.now >= due { try syncAndSettle() }
         var batch = queue.take(limit: options.maxBatch)
         batch.names += try pipeline.dueRetries()
-        if batch.overflows > 0 {
-            try watcher.inbox.log.append(Event(.overflow, ["count": .int(Int64(batch.overflows))]))
-            watcher.report("inotify queue overflowed; rescanning the Inbox")
-        }
-        var start = 0
-        while start < batch.names.count && !queue.isStopped {
-            let end = min(batch.names.count, start + options.maxBatch)
-            try handle(Array(batch.names[start..<end]))
-            start = end
-        }
-        let reason = batch.rescan ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
+        let reason = try handleQueued(batch) ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
         if let reason, !queue.isStopped {
             var gaveWay = false
             let mayGiveWay = !scanGaveWay
-            try pipeline.scan(
-                reason: reason,
-                stop: {
-                    if queue.isStopped { return true }
-                    gaveWay = mayGiveWay && giveWay()
-                    return gaveWay
-                }, handle: handle)
+            do {
+                try pipeline.scan(
+                    reason: reason,
+                    stop: {
+                        if queue.isStopped { return true }
+                        gaveWay = mayGiveWay && giveWay()
+                        return gaveWay
+                    }, handle: { names throws(ContainerError) in try handle(names, more: true) },
+                    finish: finishPrepared)
+                try finishPrepared()
+            } catch {
+                pipeline.dropPrepared()
+                throw error
+            }
             scanGaveWay = gaveWay
             if gaveWay {
                 queue.requestRescan(reason)
@@ -175,21 +184,72 @@ final class WatchSession {
         released = true
         events?.stop()
         events = nil
+        pipeline.prepareAhead?.stop()
+        pipeline.prepareAhead = nil
         watcher.finishArrivals()
         cleanup?.finish(waiting: false)
         setup?.finish(waiting: false)
         lock = nil
     }
 
-    /// Handles one batch of names, then hands the arrivals to `onSettled` and the `arrivals` stream once their
-    /// records are durable: those of an earlier batch when this one's phase 1 synced the log, this batch's when
-    /// nothing waits for an fsync.
-    private func handle(_ names: [FileName]) throws(ContainerError) {
+    /// Handles a batch taken from the queue, `maxBatch` names at a time, and while batches overlap (a burst) those
+    /// that keep coming, a bounded number a turn; returns the rescan asked for meanwhile.
+    private func handleQueued(_ batch: WatchQueue.Batch) throws(ContainerError) -> String? {
+        let queue = watcher.queue
+        let maxBatch = watcher.options.maxBatch
+        try logOverflows(batch.overflows)
+        var rescan = batch.rescan
+        var names = batch.names[...]
+        var rounds = 0
+        do {
+            while !queue.isStopped {
+                if names.isEmpty {
+                    guard pipeline.prepareAhead != nil, rounds < Self.overlappedBatches else { break }
+                    let next = queue.take(limit: maxBatch)
+                    try logOverflows(next.overflows)
+                    rescan = rescan ?? next.rescan
+                    guard !next.names.isEmpty else { break }
+                    names = next.names[...]
+                    rounds += 1
+                }
+                let chunk = Array(names.prefix(maxBatch))
+                names = names.dropFirst(chunk.count)
+                try handle(chunk, more: !names.isEmpty || queue.hasNames)
+            }
+            try finishPrepared()
+        } catch {
+            pipeline.dropPrepared()
+            throw error
+        }
+        return rescan
+    }
+
+    /// Handles one batch of names (`more`: more are on their way, so that its preparation may overlap the batch
+    /// before, ARCHITECTURE.md, "The hot path"), then hands the arrivals to `onSettled` and the `arrivals` stream
+    /// once their records are durable: those of an earlier batch when this one's phase 1 synced the log, this
+    /// batch's when nothing waits for an fsync.
+    private func handle(_ names: [FileName], more: Bool) throws(ContainerError) {
+        try settling { () throws(ContainerError) in try pipeline.process(names, more: more, syncLater: groupsCommits) }
+    }
+
+    /// Applies the batch still being prepared, if any, and settles as `handle` does.
+    private func finishPrepared() throws(ContainerError) {
+        try settling { () throws(ContainerError) in try pipeline.finishPrepared(syncLater: groupsCommits) }
+    }
+
+    private func settling(_ body: () throws(ContainerError) -> [Arrival]) throws(ContainerError) {
         let syncs = pipeline.logSyncs
-        let arrivals = try pipeline.process(names, syncLater: groupsCommits)
+        let arrivals = try body()
         if pipeline.logSyncs != syncs { settle() }
         unsettled += arrivals
         if pipeline.syncDue == nil { settle() }
+    }
+
+    /// Logs the inotify queue's overflows taken with a batch.
+    private func logOverflows(_ count: Int) throws(ContainerError) {
+        guard count > 0 else { return }
+        try watcher.inbox.log.append(Event(.overflow, ["count": .int(Int64(count))]))
+        watcher.report("inotify queue overflowed; rescanning the Inbox")
     }
 
     /// Makes the records written without an fsync durable, and settles what waited for it.

@@ -1,0 +1,106 @@
+import AppContainer
+import Dispatch
+import Foundation
+import Glibc
+import Testing
+
+@testable import InboxKit
+
+/// A watcher of its own that moves or deletes on arrival prepares the next batch on a second thread while it applies
+/// the one before (ARCHITECTURE.md, "The hot path"): every file still arrives once and moves once.
+@Suite(.serialized) struct OverlappedBatchesTests {
+    /// Under a test's fault plan the next batch is prepared before the batch before it is applied, one of the orders
+    /// the two threads may take. A file in both is left to the first: without that it would arrive twice, and its
+    /// second seal could reach it in Documents.
+    @Test func aFileInTwoOverlappingBatchesArrivesOnceAndKeepsItsWriteBitInDocuments() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        for file in ["a.txt", "b.txt"] { try makeFile(scratch.inboxPath(file), Array("\(file)\n".utf8)) }
+        var options = WatchOptions()
+        options.onArrival = .move
+        options.cleanInterval = nil
+        let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
+        pipeline.prepareAhead = try PrepareAhead(name: "test-prepare")
+        defer { pipeline.prepareAhead?.stop() }
+        let a = try name("a.txt")
+        let b = try name("b.txt")
+        var arrivals: [Arrival] = []
+        let plan = SyscallFaultPlan()
+        try plan.run {
+            arrivals += try pipeline.process([a], more: true)
+            #expect(arrivals.isEmpty, "a.txt is being prepared, not yet applied")
+            arrivals += try pipeline.process([a, b], more: true)
+            arrivals += try pipeline.finishPrepared()
+        }
+
+        #expect(arrivals.map(\.item.name.string) == ["a.txt", "b.txt"])
+        #expect(try scratch.inbox.log.records(kinds: ["arrived"]).count == 2)
+        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 2)
+        #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty)
+        #expect(try scratch.documentsEntries() == ["a.txt", "b.txt"])
+        for file in ["a.txt", "b.txt"] {
+            #expect(try status(scratch.documentsPath(file)).mode & 0o200 != 0, "\(file) got its write bit back")
+        }
+        #expect(plan.calls.contains("renameat2"))
+    }
+
+    /// Files renamed into the Inbox while the watcher runs, in batches of 8 so that many overlap: each is in
+    /// Documents once, with one `arrived` and one `moved` record and its write bit, prepared on the second thread.
+    @Test func aBurstMovedWithOverlappingBatchesMovesEachFileOnce() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let count = 2_000
+        let staging = scratch.outside("staging")
+        try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
+        for index in 0..<count { try makeFile(staging + "/f\(index).txt", Array("file \(index)\n".utf8)) }
+        var options = WatchOptions()
+        options.onArrival = .move
+        options.maxBatch = 8
+        options.cleanInterval = nil
+        let watcher = Watcher(inbox: scratch.inbox, options: options)
+        let finished = DispatchSemaphore(value: 0)
+        let failure = Guarded<String?>(nil)
+        Thread.detachNewThread {
+            do { try watcher.run() } catch { failure.update { $0 = "\(error)" } }
+            finished.signal()
+        }
+        defer {
+            watcher.stop()
+            finished.wait()
+        }
+        try #require(
+            waitUntil(seconds: 30) { (try? scratch.inbox.log.records(kinds: ["watch-started"]).isEmpty) == false })
+        #expect(Self.threadNames().contains("inbox-prepare"))
+        for index in 0..<count {
+            try #require(rename(staging + "/f\(index).txt", scratch.inboxPath("f\(index).txt")) == 0)
+        }
+        #expect(waitUntil(seconds: 60) { (try? scratch.documentsEntries().count) == count })
+        watcher.stop()
+        finished.wait()
+        finished.signal()  // for the deferred wait
+        #expect(failure.value == nil)
+
+        #expect(try scratch.inboxEntries().isEmpty)
+        let documents = try scratch.documentsEntries()
+        #expect(Set(documents) == Set((0..<count).map { "f\($0).txt" }))
+        for file in documents {
+            #expect(try status(scratch.documentsPath(file)).mode & 0o200 != 0, "\(file) got its write bit back")
+        }
+        let arrived = try scratch.inbox.log.records(kinds: ["arrived"]).compactMap { $0.fields["path"] }
+        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["from"] }
+        #expect(arrived.count == count && Set(arrived).count == count)
+        #expect(moved.count == count && Set(moved) == Set(arrived))
+        #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty)
+    }
+
+    /// The names of this process's threads.
+    private static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { task in
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+    }
+}
