@@ -237,6 +237,7 @@ final class WatchSession {
         try settling { () throws(ContainerError) in try pipeline.finishPrepared(syncLater: groupsCommits) }
     }
 
+    /// Runs `body` and settles the arrivals it returns as `handle` says.
     private func settling(_ body: () throws(ContainerError) -> [Arrival]) throws(ContainerError) {
         let syncs = pipeline.logSyncs
         let arrivals = try body()
