@@ -5,7 +5,8 @@ import AppContainer
 /// batches, here (the folders reopened, `arrived` as it was); a file of the batch being applied is left alone there
 /// (`skipping`), as a batch after it would find it gone or arrived.
 extension ArrivalPipeline {
-    /// Waits for the batch under preparation, starts preparing `names`, and applies the one waited for.
+    /// Waits for the batch under preparation, starts preparing `names`, and applies the one waited for. After a
+    /// failure, the caller lets the batch under preparation go (`dropPrepared`).
     func overlap(_ names: [FileName], on ahead: PrepareAhead<PreparedBatch>, syncLater: Bool)
         throws(ContainerError) -> [Arrival]
     {
@@ -15,12 +16,7 @@ extension ArrivalPipeline {
         let skipping = Set(previous?.items.map(\.status.fileID) ?? [])
         ahead.start { [self] in prepareBatch(names, arrived: arrived, skipping: skipping) }
         guard let previous else { return [] }
-        do {
-            return try apply(previous, syncLater: syncLater)
-        } catch {
-            dropPrepared()
-            throw error
-        }
+        return try apply(previous, syncLater: syncLater)
     }
 
     /// Applies the batch under preparation, if any; returns its arrivals.

@@ -113,6 +113,16 @@ final class WatchSession {
     /// A scan gives way between batches when `giveWay` says so, and is asked for again, to run to its end the next
     /// time. Returns whether the session goes on; false once it is stopped (or, with `once`, done).
     func turn(giveWay: () -> Bool = { false }) throws(ContainerError) -> Bool {
+        do {
+            return try takeTurn(giveWay: giveWay)
+        } catch {
+            // A failure ends the run: the batch still being prepared, if any, is let go (it arrives at the next start).
+            pipeline.dropPrepared()
+            throw error
+        }
+    }
+
+    private func takeTurn(giveWay: () -> Bool) throws(ContainerError) -> Bool {
         if let failure = watchFailure.value.withLock({ $0 }) { throw failure }
         let queue = watcher.queue
         let options = watcher.options
@@ -124,20 +134,16 @@ final class WatchSession {
         if let reason, !queue.isStopped {
             var gaveWay = false
             let mayGiveWay = !scanGaveWay
-            do {
-                try pipeline.scan(
-                    reason: reason,
-                    stop: {
-                        if queue.isStopped { return true }
-                        gaveWay = mayGiveWay && giveWay()
-                        return gaveWay
-                    }, handle: { names throws(ContainerError) in try handle(names, more: true) },
-                    finish: finishPrepared)
-                try finishPrepared()
-            } catch {
-                pipeline.dropPrepared()
-                throw error
-            }
+            try pipeline.scan(
+                reason: reason,
+                stop: {
+                    if queue.isStopped { return true }
+                    gaveWay = mayGiveWay && giveWay()
+                    return gaveWay
+                }, handle: { names throws(ContainerError) in try handle(names, more: true) },
+                finish: finishPrepared)
+            // A scan that stopped early leaves its last batch under preparation.
+            try finishPrepared()
             scanGaveWay = gaveWay
             if gaveWay {
                 queue.requestRescan(reason)
@@ -201,26 +207,21 @@ final class WatchSession {
         var rescan = batch.rescan
         var names = batch.names[...]
         var rounds = 0
-        do {
-            while !queue.isStopped {
-                if names.isEmpty {
-                    guard pipeline.prepareAhead != nil, rounds < Self.overlappedBatches else { break }
-                    let next = queue.take(limit: maxBatch)
-                    try logOverflows(next.overflows)
-                    rescan = rescan ?? next.rescan
-                    guard !next.names.isEmpty else { break }
-                    names = next.names[...]
-                    rounds += 1
-                }
-                let chunk = Array(names.prefix(maxBatch))
-                names = names.dropFirst(chunk.count)
-                try handle(chunk, more: !names.isEmpty || queue.hasNames)
+        while !queue.isStopped {
+            if names.isEmpty {
+                guard pipeline.prepareAhead != nil, rounds < Self.overlappedBatches else { break }
+                let next = queue.take(limit: maxBatch)
+                try logOverflows(next.overflows)
+                rescan = rescan ?? next.rescan
+                guard !next.names.isEmpty else { break }
+                names = next.names[...]
+                rounds += 1
             }
-            try finishPrepared()
-        } catch {
-            pipeline.dropPrepared()
-            throw error
+            let chunk = Array(names.prefix(maxBatch))
+            names = names.dropFirst(chunk.count)
+            try handle(chunk, more: !names.isEmpty || queue.hasNames)
         }
+        try finishPrepared()
         return rescan
     }
 
