@@ -4,7 +4,7 @@ SWIFT ?= swift
 STRICT = -Xswiftc -warnings-as-errors
 # systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed); zsh, fish:
 # the completion tests load inbox's completions in them.
-APT_PACKAGES = libinotifytools0-dev libssl-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
+APT_PACKAGES = libinotifytools0-dev nettle-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
 	libytnef0-dev libpython3.11-testsuite systemd zsh fish
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=

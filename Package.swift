@@ -16,8 +16,8 @@ let package = Package(
             providers: [.apt(["libinotifytools0-dev"])]
         ),
         .systemLibrary(
-            name: "CCrypto",
-            providers: [.apt(["libssl-dev"])]
+            name: "CNettle",
+            providers: [.apt(["nettle-dev"])]
         ),
         .systemLibrary(
             name: "CMagic",
@@ -41,7 +41,7 @@ let package = Package(
             providers: [.apt(["libytnef0-dev"])]
         ),
         .target(name: "CLinux"),
-        .target(name: "AppContainer", dependencies: ["CCrypto", "CLinux"]),
+        .target(name: "AppContainer", dependencies: ["CNettle", "CLinux"]),
         .target(name: "InboxKit", dependencies: ["AppContainer", "CInotifyTools", "CLinux", "CMagic", "CSQLite"]),
         // Mail import (GMime, TNEF) and backup archives (libarchive): a module of their own, so that what links
         // InboxKit alone (the watcher, `inbox`) never loads those libraries (ARCHITECTURE.md, "Two executables").

@@ -1,9 +1,9 @@
 import Glibc
 
 /// A C library opened on first use, not by the dynamic loader at every start: for one that only some work needs
-/// (ARCHITECTURE.md, "Start-up and memory"). `inbox --help` and `inbox move` load neither libcrypto nor libmagic.
+/// (ARCHITECTURE.md, "Start-up and memory"). `inbox --help` and `inbox move` load neither libnettle nor libmagic.
 package struct LazyLibrary {
-    /// The library's file name as the loader looks it up, e.g. `libcrypto.so.3`.
+    /// The library's file name as the loader looks it up, e.g. `libnettle.so.8`.
     package let soname: String
     private let handle: UnsafeMutableRawPointer
 
@@ -14,6 +14,12 @@ package struct LazyLibrary {
         }
         self.soname = soname
         self.handle = handle
+    }
+
+    /// Lets the library go: it is unmapped once no other open holds it. Functions taken from it must not be
+    /// called after.
+    package func close() {
+        dlclose(handle)
     }
 
     /// The function `name` as the C function type `type`, which must be its prototype's.

@@ -1,26 +1,26 @@
-import CCrypto
+import CNettle
 import Glibc
 
-/// SHA-256 through libcrypto, with one context reused for every digest (ARCHITECTURE.md, "Dependencies", "The hot
+/// SHA-256 through Nettle, with one context reused for every digest (ARCHITECTURE.md, "Dependencies", "The hot
 /// path"): `begin`, `update` as the bytes come, `finish`. `hash(_:in:shown:)` does all three for a file, with one
-/// reused read buffer. It uses libcrypto's low-level SHA-256 functions, not EVP, so that no process loads OpenSSL's
-/// providers and configuration to hash (ARCHITECTURE.md, "Start-up and memory").
+/// reused read buffer.
 ///
-/// libcrypto is loaded on the first digest (`LazyLibrary`). Not thread-safe: make one per thread or walk.
+/// libnettle is loaded on the first digest (`LazyLibrary`). Not thread-safe: make one per thread or walk.
 public final class SHA256Digest {
-    /// libcrypto's SHA-256 functions, typed by their prototypes (`shim.h`), resolved on the first digest.
+    /// Nettle's SHA-256 functions, typed by their prototypes (`shim.h`), resolved on the first digest.
     private struct Functions {
-        let initialize: inbox_SHA256_Init
-        let update: inbox_SHA256_Update
-        let final: inbox_SHA256_Final
+        let initialize: inbox_sha256_init
+        let update: inbox_sha256_update
+        let digest: inbox_sha256_digest
     }
 
+    /// libnettle's soname: its ABI has been 8 since Nettle 3.6.
     private static let functions = Result { () throws(ContainerError) in
-        let library = try LazyLibrary("libcrypto.so.\(OPENSSL_VERSION_MAJOR)")
+        let library = try LazyLibrary("libnettle.so.8")
         return Functions(
-            initialize: try library.function("SHA256_Init", as: inbox_SHA256_Init.self),
-            update: try library.function("SHA256_Update", as: inbox_SHA256_Update.self),
-            final: try library.function("SHA256_Final", as: inbox_SHA256_Final.self))
+            initialize: try library.function("nettle_sha256_init", as: inbox_sha256_init.self),
+            update: try library.function("nettle_sha256_update", as: inbox_sha256_update.self),
+            digest: try library.function("nettle_sha256_digest", as: inbox_sha256_digest.self))
     }
 
     /// Bytes asked of each `pread` by `hash(_:in:shown:)`.
@@ -28,14 +28,14 @@ public final class SHA256Digest {
     /// The length of a digest.
     public static let length = 32
 
-    private let context: UnsafeMutablePointer<SHA256_CTX>  // initialised again for each digest
+    private let context: UnsafeMutablePointer<sha256_ctx>  // initialised again for each digest
     private var buffer: UnsafeMutableRawBufferPointer?  // for `hash`, made on its first call
 
     /// Makes the context every digest reuses.
     /// - Throws: never, since the context needs no more than memory; kept for callers that make one per run.
     public init() throws(ContainerError) {
         context = .allocate(capacity: 1)
-        context.initialize(to: SHA256_CTX())
+        context.initialize(to: sha256_ctx())
     }
 
     deinit {
@@ -45,21 +45,22 @@ public final class SHA256Digest {
 
     /// Starts a new digest, dropping any unfinished one.
     public func begin() throws(ContainerError) {
-        guard try Self.functions.get().initialize(context) == 1 else { throw Self.failure("SHA256_Init") }
+        try Self.functions.get().initialize(context)
     }
 
     /// Adds `bytes` to the digest begun.
     public func update(_ bytes: UnsafeRawBufferPointer) throws(ContainerError) {
-        guard try Self.functions.get().update(context, bytes.baseAddress, bytes.count) == 1 else {
-            throw Self.failure("SHA256_Update")
-        }
+        guard let start = bytes.baseAddress, !bytes.isEmpty else { return }
+        try Self.functions.get().update(context, bytes.count, start.assumingMemoryBound(to: UInt8.self))
     }
 
     /// The 32 bytes of the digest begun; `begin` again for the next.
     public func finish() throws(ContainerError) -> [UInt8] {
-        var result = [UInt8](repeating: 0, count: Self.length)
-        guard try Self.functions.get().final(&result, context) == 1 else { throw Self.failure("SHA256_Final") }
-        return result
+        let digest = try Self.functions.get().digest
+        return [UInt8](unsafeUninitializedCapacity: Self.length) { out, count in
+            digest(context, Self.length, out.baseAddress)
+            count = Self.length
+        }
     }
 
     /// The SHA-256 of the regular file `name` in `folder`, never following a symbolic link.
@@ -118,9 +119,5 @@ public final class SHA256Digest {
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
-    }
-
-    private static func failure(_ function: String) -> ContainerError {
-        ContainerError(.failure, "cannot compute a SHA-256: \(function) failed in libcrypto")
     }
 }
