@@ -405,6 +405,12 @@ package func system_prctl_set_no_new_privs() throws(Errno) {
     _ = try valueOrErrno("prctl") { inbox_set_no_new_privs() }
 }
 
+/// `setrlimit(RLIMIT_NOFILE)`: the soft limit raised to the hard one; hooks started after get the soft one back.
+@inline(never)
+package func system_raiseOpenFileLimit() throws(Errno) {
+    _ = try valueOrErrno("setrlimit") { inbox_raise_open_file_limit() }
+}
+
 /// `landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)`: the kernel's Landlock ABI version.
 @inline(never)
 package func system_landlock_abi_version() throws(Errno) -> CInt {

@@ -26,6 +26,33 @@
 #define SYS_close_range 436
 #endif
 
+/// The soft limit on open descriptors before `inbox_raise_open_file_limit` raised it (0 while it has not): each
+/// hook gets it back, as programs that use select() expect no descriptor past 1023.
+static rlim_t children_open_file_limit;
+
+int inbox_raise_open_file_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    // An unlimited hard limit cannot be the soft one: the kernel takes at most fs.nr_open (2^20 by default).
+    rlim_t wanted = limit.rlim_max == RLIM_INFINITY ? (rlim_t)1 << 20 : limit.rlim_max;
+    if (limit.rlim_cur >= wanted) return 0;
+    rlim_t before = limit.rlim_cur;
+    limit.rlim_cur = wanted;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    rlim_t unset = 0;
+    __atomic_compare_exchange_n(&children_open_file_limit, &unset, before, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/// Gives the soft limit on open descriptors back what it was before this process raised it.
+static void restore_open_file_limit(void) {
+    rlim_t soft = __atomic_load_n(&children_open_file_limit, __ATOMIC_RELAXED);
+    struct rlimit limit;
+    if (soft == 0 || getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+    limit.rlim_cur = soft;
+    (void)setrlimit(RLIMIT_NOFILE, &limit);  // left higher, the hook still runs
+}
+
 /// Closes the descriptors from `low` to `high`: close_range, or one by one where the kernel lacks it (< 5.9).
 static void close_between(unsigned int low, unsigned int high) {
     if (low > high || syscall(SYS_close_range, low, high, 0) == 0) return;
@@ -59,6 +86,7 @@ static void run_hook(const char *path, char *const argv[], char *const envp[], c
         if (dup2(streams[fd], fd) == -1) _exit(127);
     }
     close_between(3, ~0u);
+    restore_open_file_limit();
     // The raw call: glibc's sigaction refuses its own two signals (32, 33), which the runner may have ignored,
     // and an ignored signal stays ignored across execve. All zeros: SIG_DFL, no flags, an empty mask (the
     // kernel's struct sigaction, 8-byte sigset). SIGKILL and SIGSTOP are refused, and always default.

@@ -140,6 +140,36 @@ import Testing
         return getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? UInt64(limit.rlim_cur) : 0
     }
 
+    /// How far this process, and what it starts, may raise `descriptorLimit` (the hard limit).
+    private static var hardDescriptorLimit: UInt64 {
+        var limit = rlimit()
+        return getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? UInt64(limit.rlim_max) : 0
+    }
+
+    /// Started with a soft limit on open files too low for its containers (systemd starts a service with 1024; a
+    /// container holds about six descriptors), the fleet raises it to the hard limit and serves them all, and a
+    /// hook gets the soft limit it had back.
+    @Test(.enabled(if: hardDescriptorLimit >= 1_024, "needs a hard RLIMIT_NOFILE of 1,024 or more"))
+    func aSoftLimitOnOpenFilesTooLowForTheContainersIsRaisedAndAHookGetsItBack() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/apps"
+        let names = (10..<70).map { "c\($0)" }
+        for name in names { try initContainer(root + "/" + name) }
+        let hook = #"if [ "$(ulimit -S -n)" = 200 ]; then echo move; else echo keep; fi"#
+        let fleet = try InboxProcess.start(
+            ["-c", #"ulimit -S -n 200 && exec "$0" watch --root "$1" --exec "$2""#, InboxProcess.binary, root, hook]
+                .map { Array($0.utf8) },
+            executable: "/bin/sh")
+        defer { _ = fleet.terminate() }
+        let unserved = { names.filter { logRecords(root + "/" + $0, event: "watch-started").isEmpty } }
+        #expect(waitUntil(timeout: 30) { unserved().isEmpty }, "not served: \(unserved())")
+        #expect(try deliveredIsMoved(root + "/c69", "last.txt", folder), "the hook saw a soft limit of 200")
+        kill(fleet.pid, SIGTERM)
+        let result = try fleet.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(!result.stderr.contains("Too many open files"), "\(result.stderr)")
+    }
+
     /// A process holding a thousand descriptors or more (a fleet does) gets an inotify descriptor past what
     /// libinotifytools' fortified `select()` takes: the watcher says so and fails, rather than being aborted.
     @Test(.enabled(if: descriptorLimit >= 1_200, "needs a soft RLIMIT_NOFILE of 1,200 or more"))

@@ -58,6 +58,11 @@ int inbox_posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *a
 /// pipe2(2).
 int inbox_pipe2(int fds[2], int flags);
 
+/// Raises the soft limit on open descriptors (RLIMIT_NOFILE) to the hard limit, as a process serving many
+/// containers needs (systemd starts services with 1024); hooks started by `inbox_spawn_supervised` after get
+/// the soft limit back. 0, or -1 and errno.
+int inbox_raise_open_file_limit(void);
+
 /// Forks the hook supervisor (ARCHITECTURE.md, "The hook sandbox") and returns its pid, or -1 and errno. The
 /// supervisor becomes a child subreaper and starts `path` with `argv` and `envp` (the hook): in its own process
 /// group, with the three descriptors (each 3 or above) as 0, 1 and 2 and no other, an empty signal mask and

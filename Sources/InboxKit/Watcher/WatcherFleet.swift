@@ -72,9 +72,14 @@ public final class WatcherFleet: Sendable {
         try signalCatch.install(report: options.report) { [self] in stop() }
     }
 
-    /// Serves the containers until `stop()`. Throws only when `root` cannot be watched.
+    /// Serves the containers until `stop()`. Throws only when `root` cannot be watched. First raises the process's
+    /// soft limit on open files to the hard one: each container holds about six descriptors, and systemd starts a
+    /// service with a soft limit of 1024 (hooks get it back).
     public func run() throws(ContainerError) {
         defer { signalCatch.release() }
+        do throws(Errno) { try system_raiseOpenFileLimit() } catch {
+            options.report?("cannot raise the limit on open files: \(error)")
+        }
         let events: RootEvents?
         if let root {
             let subscriber = RootEvents(path: root, fleet: self)
