@@ -100,6 +100,9 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains(root + "/sealed: "), "\(result.stderr)")
         #expect(result.stderr.contains(root + "/held: "), "\(result.stderr)")
+        // The pause doubles from a tenth of a second, and is said so (it read "0 s" while under a second).
+        #expect(result.stderr.contains("; trying again in 0.1 s"), "\(result.stderr)")
+        #expect(result.stderr.contains("; trying again in 0.2 s"), "\(result.stderr)")
     }
 
     @Test func severalContainerFlagsAreServedInOneProcessAndOnlyByWatch() throws {

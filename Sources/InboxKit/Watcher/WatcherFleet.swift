@@ -249,8 +249,15 @@ public final class WatcherFleet: Sendable {
             return pause
         }
         if let pause, !quietly {
-            report(path, "\(error.message); trying again in \(pause.components.seconds) s")
+            report(path, "\(error.message); trying again in \(Self.shown(pause))")
         }
+    }
+
+    /// A pause as people read it: tenths of a second under ten seconds (the first pauses are 0.1 s), whole
+    /// seconds past.
+    static func shown(_ pause: Duration) -> String {
+        let tenths = Int((pause / .milliseconds(100)).rounded())
+        return tenths < 100 ? "\(tenths / 10).\(tenths % 10) s" : "\((tenths + 5) / 10) s"
     }
 
     private func report(_ path: String, _ line: String) {
