@@ -137,22 +137,17 @@ import Testing
         #expect(once.status == 64 && once.stderr.contains("'--once' handles one container"), "\(once.stderr)")
     }
 
-    /// How many descriptors this process may open (the soft limit).
-    private static var descriptorLimit: UInt64 {
+    /// This process's limits on open descriptors: `rlim_cur` it may open, `rlim_max` it (and what it starts) may
+    /// raise that to; zeros when they cannot be read.
+    private static var descriptorLimits: rlimit {
         var limit = rlimit()
-        return getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? UInt64(limit.rlim_cur) : 0
-    }
-
-    /// How far this process, and what it starts, may raise `descriptorLimit` (the hard limit).
-    private static var hardDescriptorLimit: UInt64 {
-        var limit = rlimit()
-        return getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? UInt64(limit.rlim_max) : 0
+        return getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 ? limit : rlimit()
     }
 
     /// Started with a soft limit on open files too low for its containers (systemd starts a service with 1024; a
     /// container holds about six descriptors), the fleet raises it to the hard limit and serves them all, and a
     /// hook gets the soft limit it had back.
-    @Test(.enabled(if: hardDescriptorLimit >= 1_024, "needs a hard RLIMIT_NOFILE of 1,024 or more"))
+    @Test(.enabled(if: descriptorLimits.rlim_max >= 1_024, "needs a hard RLIMIT_NOFILE of 1,024 or more"))
     func aSoftLimitOnOpenFilesTooLowForTheContainersIsRaisedAndAHookGetsItBack() throws {
         let folder = try TemporaryFolder()
         let root = folder.path + "/apps"
@@ -175,7 +170,7 @@ import Testing
 
     /// A process holding a thousand descriptors or more (a fleet does) gets an inotify descriptor past what
     /// libinotifytools' fortified `select()` takes: the watcher says so and fails, rather than being aborted.
-    @Test(.enabled(if: descriptorLimit >= 1_200, "needs a soft RLIMIT_NOFILE of 1,200 or more"))
+    @Test(.enabled(if: descriptorLimits.rlim_cur >= 1_200, "needs a soft RLIMIT_NOFILE of 1,200 or more"))
     func anInotifyDescriptorPastSelectsLimitIsAFailureNotAnAbort() throws {
         let folder = try TemporaryFolder()
         let container = folder.path + "/c"
