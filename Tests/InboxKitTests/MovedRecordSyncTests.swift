@@ -1,4 +1,5 @@
 import AppContainer
+import Dispatch
 import Foundation
 import Synchronization
 import Testing
@@ -57,5 +58,66 @@ import Testing
             try FileManager.default.contentsOfDirectory(atPath: scratch.container.path(.documents)).sorted() == [
                 "Inbox", "a.txt", "b.txt",
             ])
+    }
+
+    /// A watcher of its own, with no fault plan, fsyncs a batch's folders on a thread of its own while it goes on
+    /// with the next batch, and appends the batch's `moved` records once that fsync is done: whatever it settles has
+    /// its record in the log already, and arrivals are settled in the order they were applied, each once.
+    @Test func movesSettleOnlyOnceTheirRecordsFollowTheFoldersFsyncOnItsOwnThread() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let count = 400
+        let staging = scratch.outside("staging")
+        try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
+        for index in 0..<count { try makeFile(staging + "/f\(index).txt", Array("file \(index)\n".utf8)) }
+        let log = scratch.inbox.log
+        // Each settled name, and those whose `moved` record was not in the log when they were settled.
+        let settled = Guarded<[String]>([])
+        let unlogged = Guarded<[String]>([])
+        let sawSyncThread = Guarded(false)
+        var options = WatchOptions()
+        options.onArrival = .move
+        options.maxBatch = 4
+        options.cleanInterval = nil
+        options.onSettled = { arrivals in
+            let moved = Set(((try? log.records(kinds: ["moved"])) ?? []).compactMap { $0.fields["from"] })
+            let names = arrivals.map { $0.item.name.string }
+            let missing = names.filter { !moved.contains("Documents/Inbox/" + $0) }
+            settled.update { $0 += names }
+            unlogged.update { $0 += missing }
+            if threadNames().contains("inbox-sync") { sawSyncThread.update { $0 = true } }
+            return true
+        }
+        let watcher = Watcher(inbox: scratch.inbox, options: options)
+        let finished = DispatchSemaphore(value: 0)
+        let failure = Guarded<String?>(nil)
+        Thread.detachNewThread {
+            do { try watcher.run() } catch { failure.update { $0 = "\(error)" } }
+            finished.signal()
+        }
+        defer {
+            watcher.stop()
+            finished.wait()
+        }
+        try #require(waitUntil(seconds: 30) { (try? log.records(kinds: ["watch-started"]).isEmpty) == false })
+        for index in 0..<count {
+            try #require(rename(staging + "/f\(index).txt", scratch.inboxPath("f\(index).txt")) == 0)
+        }
+        #expect(waitUntil(seconds: 60) { settled.value.count >= count })
+        watcher.stop()
+        finished.wait()
+        finished.signal()  // for the deferred wait
+        #expect(failure.value == nil)
+
+        #expect(sawSyncThread.value)
+        #expect(unlogged.value.count == 0, "settled before their moved records: \(unlogged.value.prefix(5))")
+        let arrived = try log.records(kinds: ["arrived"]).compactMap { $0.fields["path"] }
+        #expect(settled.value.map { "Documents/Inbox/" + $0 } == arrived)
+        let moved = try log.records(kinds: ["moved"]).compactMap { $0.fields["from"] }
+        #expect(moved.count == count && Set(moved) == Set(arrived))
+        #expect(try scratch.documentsEntries().count == count)
+        #expect(try log.records(kinds: ["error"]).isEmpty)
     }
 }

@@ -20,7 +20,7 @@ import Testing
         options.onArrival = .move
         options.cleanInterval = nil
         let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
-        pipeline.prepareAhead = try PrepareAhead(name: "test-prepare")
+        pipeline.prepareAhead = try SideThread(name: "test-prepare")
         defer { pipeline.prepareAhead?.stop() }
         let a = try name("a.txt")
         let b = try name("b.txt")
@@ -72,7 +72,7 @@ import Testing
         }
         try #require(
             waitUntil(seconds: 30) { (try? scratch.inbox.log.records(kinds: ["watch-started"]).isEmpty) == false })
-        #expect(Self.threadNames().contains("inbox-prepare"))
+        #expect(threadNames().contains("inbox-prepare"))
         for index in 0..<count {
             try #require(rename(staging + "/f\(index).txt", scratch.inboxPath("f\(index).txt")) == 0)
         }
@@ -93,14 +93,5 @@ import Testing
         #expect(arrived.count == count && Set(arrived).count == count)
         #expect(moved.count == count && Set(moved) == Set(arrived))
         #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty)
-    }
-
-    /// The names of this process's threads.
-    private static func threadNames() -> [String] {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.compactMap { task in
-            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))?
-                .trimmingCharacters(in: .whitespacesAndNewlines)
-        }
     }
 }

@@ -7,7 +7,7 @@ import AppContainer
 extension ArrivalPipeline {
     /// Waits for the batch under preparation, starts preparing `names`, and applies the one waited for. After a
     /// failure, the caller lets the batch under preparation go (`dropPrepared`).
-    func overlap(_ names: [FileName], on ahead: PrepareAhead<PreparedBatch>, syncLater: Bool)
+    func overlap(_ names: [FileName], on ahead: SideThread<PreparedBatch>, syncLater: Bool)
         throws(ContainerError) -> [Arrival]
     {
         let previous = ahead.wait()

@@ -38,14 +38,23 @@ final class ArrivalPipeline {
     /// The first failure that left an item where it was, for the exit status of `watch --once`.
     var firstFailure: ContainerError?
     /// The thread that prepares the next batch while this one's is applied, where that pays ("The hot path").
-    var prepareAhead: PrepareAhead<PreparedBatch>?
+    var prepareAhead: SideThread<PreparedBatch>?
+    /// The thread that fsyncs the folders of a batch's moves while this thread goes on with the next, where that
+    /// pays ("The hot path"); nil: this thread fsyncs them.
+    var folderSync: SideThread<Result<Void, ContainerError>>?
+    /// Phase 2's records of the batch whose folders `folderSync` is fsyncing, and the copies' intents to end after
+    /// them: appended once the fsync is done.
+    private var awaitingFolders: (records: EncodedEvents, intents: [MoveJournal.Record])?
+    /// The arrivals of the batches applied, in order, each with the seq its records are durable from (nil while its
+    /// folders are fsynced): handed on once the log is durable that far (`takeSettled`).
+    private var unsettled: [(arrivals: [Arrival], through: UInt64?)] = []
+    /// The seq of the last record made durable.
+    private var durableThrough: UInt64 = 0
     /// Journal intents of copying moves, ended once their `moved` records are durable.
     var intentsToEnd: [MoveJournal.Record] = []
     /// When the `moved` records written without an fsync must be made durable, if the next batch's phase 1 has
     /// not by then (ARCHITECTURE.md, "The hot path"); nil when every record is durable.
     private(set) var syncDue: ContinuousClock.Instant?
-    /// How many times the log was made durable: what was settled before a change is durable.
-    private(set) var logSyncs = 0
     /// How long a `moved` record may wait for the next batch's fsync.
     static let syncDelay = Duration.milliseconds(5)
     /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
@@ -229,7 +238,20 @@ final class ArrivalPipeline {
             arrivals[index].settle(prepared.disposition, outcome)
         }
         try commitApplied(applied, syncLater: syncLater)
+        if !arrivals.isEmpty {
+            unsettled.append((arrivals, applied.isEmpty || awaitingFolders == nil ? lastSeq : nil))
+        }
         return arrivals
+    }
+
+    /// The arrivals whose records are durable, in the order they were applied; they are handed on once.
+    func takeSettled() -> [Arrival] {
+        var settled: [Arrival] = []
+        while let first = unsettled.first, let through = first.through, through <= durableThrough {
+            settled += first.arrivals
+            unsettled.removeFirst()
+        }
+        return settled
     }
 
     /// Retries what is due: names still being written or that failed to arrive (returned, to be processed),
@@ -250,18 +272,57 @@ final class ArrivalPipeline {
     /// Phase 2's end: the folders fsynced once, the records of what moved appended durably, then the journal
     /// intents of copies ended. With `syncLater` and no intent to end, the records are written but their fsync
     /// waits for the next batch's phase 1, or for `syncDue`: recovery logs again a move whose record a power
-    /// loss took (ARCHITECTURE.md, "The hot path").
+    /// loss took. With `syncLater` and a `folderSync` thread, the folders are fsynced there while this thread goes
+    /// on, and the records wait for that fsync (`finishFolderSync`), one batch at a time (ARCHITECTURE.md, "The hot
+    /// path").
     func commitApplied(_ applied: EncodedEvents, syncLater: Bool = false) throws(ContainerError) {
         guard !applied.isEmpty else { return }
         // Taken now: if the records fail, the intents are dropped unended (and unlocked), for recovery to settle.
         let intents = intentsToEnd
         intentsToEnd.removeAll()
-        do {
-            try documents.sync()
-            try inboxFolder.sync()
-        } catch {
-            throw error.failure("sync", container.path(.documents))
+        if syncLater, let folderSync {
+            try finishFolderSync(waiting: true)
+            let folders = [documents, inboxFolder]
+            let shown = container.path(.documents)
+            let queue = watcher.queue
+            folderSync.start {
+                // The watcher's thread appends the records at its next turn or commit.
+                defer { queue.poke() }
+                return Result { () throws(ContainerError) in try Self.sync(folders, shown: shown) }
+            }
+            awaitingFolders = (applied, intents)
+            // Done already when the job ran on this thread (a test's fault plan).
+            try finishFolderSync(waiting: false)
+            return
         }
+        try Self.sync([documents, inboxFolder], shown: container.path(.documents))
+        try commitSynced(applied, intents: intents, syncLater: syncLater)
+    }
+
+    /// Appends the records of the batch whose folders `folderSync` fsynced, once that is done (`waiting`: waits for
+    /// it); throws the fsync's failure, the records then dropped for recovery to log again.
+    func finishFolderSync(waiting: Bool) throws(ContainerError) {
+        guard let awaiting = awaitingFolders, let folderSync,
+            let synced = waiting ? folderSync.wait() : folderSync.resultIfDone()
+        else { return }
+        awaitingFolders = nil
+        try synced.get()
+        try commitSynced(awaiting.records, intents: awaiting.intents, syncLater: true)
+        if let index = unsettled.firstIndex(where: { $0.through == nil }) { unsettled[index].through = lastSeq }
+    }
+
+    private static func sync(_ folders: [SharedDescriptor], shown: String) throws(ContainerError) {
+        do {
+            for folder in folders { try folder.sync() }
+        } catch {
+            throw error.failure("sync", shown)
+        }
+    }
+
+    /// Appends phase 2's records once their folders are fsynced, then ends the copies' intents.
+    private func commitSynced(_ applied: EncodedEvents, intents: [MoveJournal.Record], syncLater: Bool)
+        throws(ContainerError)
+    {
         let durable = !syncLater || !intents.isEmpty
         try commit(applied, durable: durable)
         if !durable {
@@ -313,19 +374,22 @@ final class ArrivalPipeline {
 
     func commit(_ records: EncodedEvents, durable: Bool) throws(ContainerError) {
         guard !records.isEmpty else { return }
+        // The records of a batch whose folders are fsynced by now go first, to share this append's fsync.
+        try finishFolderSync(waiting: false)
         lastSeq = try inbox.log.append(records, durable: durable) + UInt64(records.count) - 1
         if durable { logSynced() }
     }
 
-    /// Makes durable the records written without an fsync, if any.
+    /// Makes durable the records written without an fsync, if any, and those waiting for their folders' fsync.
     func syncLog() throws(ContainerError) {
+        try finishFolderSync(waiting: true)
         guard syncDue != nil else { return }
         try inbox.log.sync()
         logSynced()
     }
 
     private func logSynced() {
+        durableThrough = lastSeq
         syncDue = nil
-        logSyncs += 1
     }
 }

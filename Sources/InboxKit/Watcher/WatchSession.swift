@@ -21,8 +21,6 @@ final class WatchSession {
     /// The scan asked for last gave way: the next runs to its end (a scan starts over from the folder's first
     /// entry, and in a kept Inbox those are still there: giving way every time would never get past them).
     private var scanGaveWay = false
-    /// Arrivals whose `moved` records wait for their fsync: settled (`onSettled`, the `arrivals` stream) after it.
-    private var unsettled: [Arrival] = []
     /// Whether a batch's `moved` records wait for the next batch's fsync: only on a thread of the session's own
     /// (`.blocking`), which wakes for `syncDue` on time. A pooled session's turn may wait behind other
     /// containers' work, and its settling with it.
@@ -54,9 +52,17 @@ final class WatchSession {
         // come between the batches, nor for keep, which has no phase 2 to overlap.
         if start == .blocking, pipeline.handlerName == nil, options.onArrival != .keep {
             do {
-                pipeline.prepareAhead = try PrepareAhead(name: "inbox-prepare")
+                pipeline.prepareAhead = try SideThread(name: "inbox-prepare")
             } catch {
                 watcher.report("preparing every batch on the watcher's thread: no second thread (\(error))")
+            }
+        }
+        // And one that fsyncs the folders of a batch's moves while the next batch goes on, wherever moves may come.
+        if start == .blocking, pipeline.handlerName != nil || options.onArrival != .keep {
+            do {
+                pipeline.folderSync = try SideThread(name: "inbox-sync")
+            } catch {
+                watcher.report("fsyncing the folders on the watcher's thread: no other thread (\(error))")
             }
         }
         // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
@@ -126,6 +132,8 @@ final class WatchSession {
         if let failure = watchFailure.value.withLock({ $0 }) { throw failure }
         let queue = watcher.queue
         let options = watcher.options
+        // The folders of the last batch's moves are fsynced by now: its records are appended.
+        try pipeline.finishFolderSync(waiting: false)
         // Nothing came in time to share the fsync of the `moved` records: they are made durable on their own.
         if let due = pipeline.syncDue, ContinuousClock.now >= due { try syncAndSettle() }
         var batch = queue.take(limit: options.maxBatch)
@@ -156,8 +164,7 @@ final class WatchSession {
                 }
             }
         }
-        // A scan's checkpoint syncs the log too.
-        if pipeline.syncDue == nil { settle() }
+        settle()
         if queue.isStopped { return false }
         // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
         if options.once && !queue.hasWork
@@ -192,6 +199,8 @@ final class WatchSession {
         events = nil
         pipeline.prepareAhead?.stop()
         pipeline.prepareAhead = nil
+        pipeline.folderSync?.stop()
+        pipeline.folderSync = nil
         watcher.finishArrivals()
         cleanup?.finish(waiting: false)
         setup?.finish(waiting: false)
@@ -226,25 +235,16 @@ final class WatchSession {
     }
 
     /// Handles one batch of names (`more`: more are on their way, so that its preparation may overlap the batch
-    /// before, ARCHITECTURE.md, "The hot path"), then hands the arrivals to `onSettled` and the `arrivals` stream
-    /// once their records are durable: those of an earlier batch when this one's phase 1 synced the log, this
-    /// batch's when nothing waits for an fsync.
+    /// before, ARCHITECTURE.md, "The hot path"), then hands on the arrivals whose records are durable by now.
     private func handle(_ names: [FileName], more: Bool) throws(ContainerError) {
-        try settling { () throws(ContainerError) in try pipeline.process(names, more: more, syncLater: groupsCommits) }
+        _ = try pipeline.process(names, more: more, syncLater: groupsCommits)
+        settle()
     }
 
     /// Applies the batch still being prepared, if any, and settles as `handle` does.
     private func finishPrepared() throws(ContainerError) {
-        try settling { () throws(ContainerError) in try pipeline.finishPrepared(syncLater: groupsCommits) }
-    }
-
-    /// Runs `body` and settles the arrivals it returns as `handle` says.
-    private func settling(_ body: () throws(ContainerError) -> [Arrival]) throws(ContainerError) {
-        let syncs = pipeline.logSyncs
-        let arrivals = try body()
-        if pipeline.logSyncs != syncs { settle() }
-        unsettled += arrivals
-        if pipeline.syncDue == nil { settle() }
+        _ = try pipeline.finishPrepared(syncLater: groupsCommits)
+        settle()
     }
 
     /// Logs the inotify queue's overflows taken with a batch.
@@ -262,9 +262,8 @@ final class WatchSession {
 
     /// Hands the arrivals whose records are durable to `onSettled` and the `arrivals` stream.
     private func settle() {
-        guard !unsettled.isEmpty else { return }
-        let arrivals = unsettled
-        unsettled.removeAll()
+        let arrivals = pipeline.takeSettled()
+        guard !arrivals.isEmpty else { return }
         if let onSettled = watcher.options.onSettled, !onSettled(arrivals) { watcher.stop() }
         watcher.deliver(arrivals)
     }

@@ -1,11 +1,11 @@
 import AppContainer
 import Dispatch
 
-/// A thread of one watcher's own that runs one job at a time beside the watcher's thread: the next batch's
-/// preparation while the batch before is applied (ARCHITECTURE.md, "The hot path"). Only the watcher's thread
-/// calls it. A job and its result are written by one side before it signals and read by the other after it waits,
+/// A thread of one watcher's own that runs one job at a time beside the watcher's thread (ARCHITECTURE.md, "The hot
+/// path"): the next batch's preparation while the batch before is applied, or the folders' fsync of a batch's moves
+/// while the next is logged and applied. Only the watcher's thread calls it. A job and its result are written by one side before it signals and read by the other after it waits,
 /// so the semaphores order every access.
-final class PrepareAhead<Result>: @unchecked Sendable {
+final class SideThread<Result>: @unchecked Sendable {
     private let handed = DispatchSemaphore(value: 0)
     private let done = DispatchSemaphore(value: 0)
     private var job: (() -> Result)?
@@ -50,6 +50,16 @@ final class PrepareAhead<Result>: @unchecked Sendable {
     func wait() -> Result? {
         guard isRunning else { return nil }
         if !ranHere { done.wait() }
+        return taken()
+    }
+
+    /// The result of the job handed in if it is done, without waiting; nil when none was or it is still running.
+    func resultIfDone() -> Result? {
+        guard isRunning, ranHere || done.wait(timeout: .now()) == .success else { return nil }
+        return taken()
+    }
+
+    private func taken() -> Result? {
         ranHere = false
         isRunning = false
         defer { result = nil }
