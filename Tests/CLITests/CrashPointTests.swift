@@ -71,6 +71,11 @@ import Testing
                 #expect(
                     FileManager.default.contents(atPath: documents + "/" + name) == Data(text.utf8),
                     "call \(call): \(name)")
+                // A crash between the rename and the write bit's return leaves that to recovery.
+                var info = stat()
+                #expect(
+                    stat(documents + "/" + name, &info) == 0 && info.st_mode & S_IWUSR != 0,
+                    "call \(call): \(name) has no write bit in Documents")
             }
             #expect(FileManager.default.fileExists(atPath: documents + "/d/inside.txt"), "call \(call): the folder")
             let visible = try FileManager.default.contentsOfDirectory(atPath: inbox).filter { !$0.hasPrefix(".") }
@@ -177,6 +182,12 @@ import Testing
         let moved = logRecords(container, event: "moved").compactMap { $0["to"] as? String }
         #expect(
             moved == inDocuments.map { "Documents/" + $0 }, "crash at call \(call): moved \(moved), in \(inDocuments)")
+        for name in inDocuments {
+            var info = stat()
+            #expect(
+                stat(documents + "/" + name, &info) == 0 && info.st_mode & S_IWUSR != 0,
+                "crash at call \(call): \(name) has no write bit in Documents")
+        }
         let journal = container + "/Library/Application Support/inbox/journal"
         let intents = (try? FileManager.default.contentsOfDirectory(atPath: journal)) ?? []
         #expect(intents.isEmpty, "crash at call \(call): intents left: \(intents)")

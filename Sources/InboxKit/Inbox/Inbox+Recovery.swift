@@ -60,6 +60,13 @@ extension Inbox {
         if let linked = intent.linked, try present(linked, in: documents, intent) {
             try logRecoveredMove(intent, to: linked)
         } else if intent.claim == nil, let moved = find(identity, in: documents, near: intent.name) {
+            // Renamed: the write bit may not have come back before the crash. Given first, so that a failure leaves
+            // the intent, to be tried again.
+            do {
+                try Mover.restoreOwnerWrite(moved, in: documents.rawValue)
+            } catch {
+                throw error.failure("finish moving", itemPath(intent.name))
+            }
             try logRecoveredMove(intent, to: moved)
         }
     }

@@ -100,7 +100,13 @@ package struct Mover {
             }
             return
         }
-        let opened = try FileDescriptor(at: documents.rawValue, moved, [.noFollow, .nonBlocking])
+        try Self.restoreOwnerWrite(moved, in: documents.rawValue)
+    }
+
+    /// Gives the owner of `moved` in `documents` the write bit back, opened by name (never through a link), unless it
+    /// has another hard link: after a rename that a crash may have cut off from its `fchmod`, too.
+    static func restoreOwnerWrite(_ moved: FileName, in documents: CInt) throws(Errno) {
+        let opened = try FileDescriptor(at: documents, moved, [.noFollow, .nonBlocking])
         let status = try opened.fileStatus()
         if status.kind == .regular, status.linkCount == 1 { try opened.restoreOwnerWrite() }
     }

@@ -82,12 +82,18 @@ extension ArrivalPipeline {
             records.end()
             return
         }
-        // The rename happened before the crash: find the name it took in Documents by its inode.
+        // The rename happened before the crash: find the name it took in Documents by its inode, and give it the
+        // write bit the crash may have come before.
         if let moved = inbox.find(id, in: documents.descriptor, near: name) {
             arrived.remove(id)
             records.appendMoved(
                 from: name, to: moved, reason: "recovered", identity: id, inbox: loggedInbox,
                 documents: loggedDocuments)
+            do {
+                try Mover.restoreOwnerWrite(moved, in: documents.rawValue)
+            } catch {
+                fail(during: "restore the write bit", moved, error, folder: loggedDocuments, to: &records)
+            }
         }
     }
 
