@@ -90,26 +90,12 @@ import Testing
             if threadNames().contains("inbox-sync") { sawSyncThread.update { $0 = true } }
             return true
         }
-        let watcher = Watcher(inbox: scratch.inbox, options: options)
-        let finished = DispatchSemaphore(value: 0)
-        let failure = Guarded<String?>(nil)
-        Thread.detachNewThread {
-            do { try watcher.run() } catch { failure.update { $0 = "\(error)" } }
-            finished.signal()
-        }
-        defer {
-            watcher.stop()
-            finished.wait()
-        }
-        try #require(waitUntil(seconds: 30) { (try? log.records(kinds: ["watch-started"]).isEmpty) == false })
+        let running = try RunningWatcher(Watcher(inbox: scratch.inbox, options: options))
         for index in 0..<count {
             try #require(rename(staging + "/f\(index).txt", scratch.inboxPath("f\(index).txt")) == 0)
         }
         #expect(waitUntil(seconds: 60) { settled.value.count >= count })
-        watcher.stop()
-        finished.wait()
-        finished.signal()  // for the deferred wait
-        #expect(failure.value == nil)
+        #expect(running.stop() == nil)
 
         #expect(sawSyncThread.value)
         #expect(unlogged.value.count == 0, "settled before their moved records: \(unlogged.value.prefix(5))")

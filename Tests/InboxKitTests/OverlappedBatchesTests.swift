@@ -59,28 +59,13 @@ import Testing
         options.onArrival = .move
         options.maxBatch = 8
         options.cleanInterval = nil
-        let watcher = Watcher(inbox: scratch.inbox, options: options)
-        let finished = DispatchSemaphore(value: 0)
-        let failure = Guarded<String?>(nil)
-        Thread.detachNewThread {
-            do { try watcher.run() } catch { failure.update { $0 = "\(error)" } }
-            finished.signal()
-        }
-        defer {
-            watcher.stop()
-            finished.wait()
-        }
-        try #require(
-            waitUntil(seconds: 30) { (try? scratch.inbox.log.records(kinds: ["watch-started"]).isEmpty) == false })
+        let running = try RunningWatcher(Watcher(inbox: scratch.inbox, options: options))
         #expect(threadNames().contains("inbox-prepare"))
         for index in 0..<count {
             try #require(rename(staging + "/f\(index).txt", scratch.inboxPath("f\(index).txt")) == 0)
         }
         #expect(waitUntil(seconds: 60) { (try? scratch.documentsEntries().count) == count })
-        watcher.stop()
-        finished.wait()
-        finished.signal()  // for the deferred wait
-        #expect(failure.value == nil)
+        #expect(running.stop() == nil)
 
         #expect(try scratch.inboxEntries().isEmpty)
         let documents = try scratch.documentsEntries()

@@ -170,3 +170,36 @@ func threadNames() -> [String] {
             .trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
+
+/// A watcher run on a thread of its own, as `inbox watch` runs one: started once its `watch-started` record is in the
+/// log, stopped (and its run waited for) by `stop()` or at the end of the test.
+final class RunningWatcher {
+    let watcher: Watcher
+    private let finished = DispatchSemaphore(value: 0)
+    private let failure = Guarded<String?>(nil)
+    private var ended = false
+
+    init(_ watcher: Watcher) throws {
+        self.watcher = watcher
+        let finished = finished
+        let failure = failure
+        Thread.detachNewThread {
+            do { try watcher.run() } catch { failure.update { $0 = "\(error)" } }
+            finished.signal()
+        }
+        let log = watcher.inbox.log
+        try #require(waitUntil(seconds: 30) { (try? log.records(kinds: ["watch-started"]).isEmpty) == false })
+    }
+
+    /// Stops the watcher and waits for its run to end; returns how it failed, if it did.
+    @discardableResult func stop() -> String? {
+        if !ended {
+            watcher.stop()
+            finished.wait()
+            ended = true
+        }
+        return failure.value
+    }
+
+    deinit { stop() }
+}
