@@ -60,10 +60,11 @@ import Testing
             ])
     }
 
-    /// A watcher of its own, with no fault plan, fsyncs a batch's folders on a thread of its own while it goes on
-    /// with the next batch, and appends the batch's `moved` records once that fsync is done: whatever it settles has
-    /// its record in the log already, and arrivals are settled in the order they were applied, each once.
-    @Test func movesSettleOnlyOnceTheirRecordsFollowTheFoldersFsyncOnItsOwnThread() async throws {
+    /// A watcher, of its own or in a pool, with no fault plan, has a batch's folders fsynced on another thread while
+    /// it goes on with the next batch, and the batch's `moved` records appended once that fsync is done: whatever it
+    /// settles has its record in the log already, and arrivals are settled in the order they were applied, each once.
+    @Test(arguments: [false, true])
+    func movesSettleOnlyOnceTheirRecordsFollowTheFoldersFsyncOnAnotherThread(pooled: Bool) async throws {
         let slot = await InotifySlot.take()
         defer { withExtendedLifetime(slot) {} }
         let scratch = try Scratch()
@@ -90,12 +91,14 @@ import Testing
             if threadNames().contains("inbox-sync") { sawSyncThread.update { $0 = true } }
             return true
         }
-        let running = try RunningWatcher(Watcher(inbox: scratch.inbox, options: options))
+        let pool = WatchPool(threads: 2, maxThreads: 2)
+        let running = try RunningWatcher(Watcher(inbox: scratch.inbox, options: options), in: pooled ? pool : nil)
         for index in 0..<count {
             try #require(rename(staging + "/f\(index).txt", scratch.inboxPath("f\(index).txt")) == 0)
         }
         #expect(waitUntil(seconds: 60) { settled.value.count >= count })
         #expect(running.stop() == nil)
+        pool.close()
 
         #expect(sawSyncThread.value)
         #expect(unlogged.value.count == 0, "settled before their moved records: \(unlogged.value.prefix(5))")

@@ -2,9 +2,10 @@ import AppContainer
 import Dispatch
 import Foundation
 import Glibc
-import InboxKit
 import Synchronization
 import Testing
+
+@testable import InboxKit
 
 /// A throwaway container (and room beside it for files "outside" it); `remove()` deletes it all.
 struct Scratch {
@@ -171,24 +172,34 @@ func threadNames() -> [String] {
     }
 }
 
-/// A watcher run on a thread of its own, as `inbox watch` runs one: started once its `watch-started` record is in the
-/// log, stopped (and its run waited for) by `stop()` or at the end of the test.
+/// A watcher run on a thread of its own, as `inbox watch` runs one, or in a pool, as `inbox watch --root` does;
+/// stopped (and its run waited for) by `stop()` or at the end of the test.
 final class RunningWatcher {
     let watcher: Watcher
     private let finished = DispatchSemaphore(value: 0)
     private let failure = Guarded<String?>(nil)
     private var ended = false
 
-    init(_ watcher: Watcher) throws {
+    /// Runs `watcher` on a thread of its own, or in `pool`: returns once it watches its Inbox (in a pool, once its
+    /// start-up scan, asked for when the Inbox is watched, is done).
+    init(_ watcher: Watcher, in pool: WatchPool? = nil) throws {
         self.watcher = watcher
         let finished = finished
         let failure = failure
-        Thread.detachNewThread {
-            do { try watcher.run() } catch { failure.update { $0 = "\(error)" } }
-            finished.signal()
+        if let pool {
+            pool.add(watcher) { error in
+                if let error { failure.update { $0 = "\(error)" } }
+                finished.signal()
+            }
+        } else {
+            Thread.detachNewThread {
+                do { try watcher.run() } catch { failure.update { $0 = "\(error)" } }
+                finished.signal()
+            }
         }
         let log = watcher.inbox.log
-        try #require(waitUntil(seconds: 30) { (try? log.records(kinds: ["watch-started"]).isEmpty) == false })
+        let mark = pool == nil ? "watch-started" : "rescan"
+        try #require(waitUntil(seconds: 30) { (try? log.records(kinds: [mark]).isEmpty) == false })
     }
 
     /// Stops the watcher and waits for its run to end; returns how it failed, if it did.

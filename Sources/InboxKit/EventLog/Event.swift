@@ -95,6 +95,13 @@ struct EncodedEvents {
         ends.append(bytes.count)
     }
 
+    /// Appends the records of `other` after these.
+    mutating func append(contentsOf other: EncodedEvents) {
+        let offset = bytes.count
+        bytes += other.bytes
+        ends += other.ends.map { $0 + offset }
+    }
+
     mutating func begin(_ kind: EventKind) {
         EventEncoding.appendLiteral(",\"event\":", to: &bytes)
         EventEncoding.appendString(kind.rawValue, to: &bytes)

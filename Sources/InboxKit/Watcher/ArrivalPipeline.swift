@@ -39,22 +39,26 @@ final class ArrivalPipeline {
     var firstFailure: ContainerError?
     /// The thread that prepares the next batch while this one's is applied, where that pays ("The hot path").
     var prepareAhead: SideThread<PreparedBatch>?
-    /// The thread that fsyncs the folders of a batch's moves while this thread goes on with the next, where that
-    /// pays ("The hot path"); nil: this thread fsyncs them.
-    var folderSync: SideThread<Result<Void, ContainerError>>?
-    /// Phase 2's records of the batch whose folders `folderSync` is fsyncing, and the copies' intents to end after
-    /// them: appended once the fsync is done.
-    private var awaitingFolders: (records: EncodedEvents, intents: [MoveJournal.Record])?
+    /// Where the folders of a batch's moves are fsynced and its records appended, beside this thread ("The folders
+    /// fsynced beside"); nil: on this thread.
+    var folderSyncer: FolderSyncer?
+    /// The batches handed to `folderSyncer` whose answers are not taken yet, in order: each with its copies' intents
+    /// to end once its records are durable, and whether arrivals wait for it in `unsettled`.
+    var handedToSyncer: [(intents: [MoveJournal.Record], settles: Bool)] = []
+    /// The syncer's answers for those batches.
+    let syncerAnswers = FolderSyncer.Answers()
+    /// How many batches may wait for the syncer before the next one's phase 2 waits for the first of them.
+    static let maxHandedToSyncer = 8
     /// The arrivals of the batches applied, in order, each with the seq its records are durable from (nil while its
     /// folders are fsynced): handed on once the log is durable that far (`takeSettled`).
-    private var unsettled: [(arrivals: [Arrival], through: UInt64?)] = []
+    var unsettled: [(arrivals: [Arrival], through: UInt64?)] = []
     /// The seq of the last record made durable.
-    private var durableThrough: UInt64 = 0
+    var durableThrough: UInt64 = 0
     /// Journal intents of copying moves, ended once their `moved` records are durable.
     var intentsToEnd: [MoveJournal.Record] = []
     /// When the `moved` records written without an fsync must be made durable, if the next batch's phase 1 has
     /// not by then (ARCHITECTURE.md, "The hot path"); nil when every record is durable.
-    private(set) var syncDue: ContinuousClock.Instant?
+    var syncDue: ContinuousClock.Instant?
     /// How long a `moved` record may wait for the next batch's fsync.
     static let syncDelay = Duration.milliseconds(5)
     /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
@@ -237,10 +241,7 @@ final class ArrivalPipeline {
             }
             arrivals[index].settle(prepared.disposition, outcome)
         }
-        try commitApplied(applied, syncLater: syncLater)
-        if !arrivals.isEmpty {
-            unsettled.append((arrivals, applied.isEmpty || awaitingFolders == nil ? lastSeq : nil))
-        }
+        try commitApplied(applied, syncLater: syncLater, settling: arrivals)
         return arrivals
     }
 
@@ -267,73 +268,6 @@ final class ArrivalPipeline {
     /// When the next retry is due, if any.
     var nextRetry: ContinuousClock.Instant? {
         [busy.nextDue, failed.nextDue, failedToArrive.nextDue].compactMap { $0 }.min()
-    }
-
-    /// Phase 2's end: the folders fsynced once, the records of what moved appended durably, then the journal
-    /// intents of copies ended. With `syncLater` and no intent to end, the records are written but their fsync
-    /// waits for the next batch's phase 1, or for `syncDue`: recovery logs again a move whose record a power
-    /// loss took. With `syncLater` and a `folderSync` thread, the folders are fsynced there while this thread goes
-    /// on, and the records wait for that fsync (`finishFolderSync`), one batch at a time (ARCHITECTURE.md, "The hot
-    /// path").
-    func commitApplied(_ applied: EncodedEvents, syncLater: Bool = false) throws(ContainerError) {
-        guard !applied.isEmpty else { return }
-        // Taken now: if the records fail, the intents are dropped unended (and unlocked), for recovery to settle.
-        let intents = intentsToEnd
-        intentsToEnd.removeAll()
-        if syncLater, let folderSync {
-            try finishFolderSync(waiting: true)
-            let folders = [documents, inboxFolder]
-            let shown = container.path(.documents)
-            let queue = watcher.queue
-            folderSync.start {
-                // The watcher's thread appends the records at its next turn or commit.
-                defer { queue.poke() }
-                return Result { () throws(ContainerError) in try Self.sync(folders, shown: shown) }
-            }
-            awaitingFolders = (applied, intents)
-            // Done already when the job ran on this thread (a test's fault plan).
-            try finishFolderSync(waiting: false)
-            return
-        }
-        try Self.sync([documents, inboxFolder], shown: container.path(.documents))
-        try commitSynced(applied, intents: intents, syncLater: syncLater)
-    }
-
-    /// Appends the records of the batch whose folders `folderSync` fsynced, once that is done (`waiting`: waits for
-    /// it); throws the fsync's failure, the records then dropped for recovery to log again.
-    func finishFolderSync(waiting: Bool) throws(ContainerError) {
-        guard let awaiting = awaitingFolders, let folderSync,
-            let synced = waiting ? folderSync.wait() : folderSync.resultIfDone()
-        else { return }
-        awaitingFolders = nil
-        try synced.get()
-        try commitSynced(awaiting.records, intents: awaiting.intents, syncLater: true)
-        if let index = unsettled.firstIndex(where: { $0.through == nil }) { unsettled[index].through = lastSeq }
-    }
-
-    private static func sync(_ folders: [SharedDescriptor], shown: String) throws(ContainerError) {
-        do {
-            for folder in folders { try folder.sync() }
-        } catch {
-            throw error.failure("sync", shown)
-        }
-    }
-
-    /// Appends phase 2's records once their folders are fsynced, then ends the copies' intents.
-    private func commitSynced(_ applied: EncodedEvents, intents: [MoveJournal.Record], syncLater: Bool)
-        throws(ContainerError)
-    {
-        let durable = !syncLater || !intents.isEmpty
-        try commit(applied, durable: durable)
-        if !durable {
-            syncDue = syncDue ?? .now + Self.syncDelay
-            return
-        }
-        let journal = MoveJournal(container: container)
-        for intent in intents {
-            // Settled already: an intent left behind only makes the next start look again.
-            try? journal.end(intent)
-        }
     }
 
     /// Opens Documents and the Inbox again by path when either was replaced (deleted and made again, or
@@ -388,8 +322,8 @@ final class ArrivalPipeline {
         logSynced()
     }
 
-    private func logSynced() {
-        durableThrough = lastSeq
+    func logSynced() {
+        durableThrough = max(durableThrough, lastSeq)
         syncDue = nil
     }
 }

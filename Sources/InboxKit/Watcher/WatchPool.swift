@@ -55,6 +55,9 @@ final class WatchPool: Sendable {
     static let extraThreadIdle: Duration = .seconds(5)
 
     private let state = Mutex(State())
+    /// Where the sessions' folders are fsynced and their `moved` records appended, beside the turns; nil when its
+    /// threads could not be made (each session then fsyncs in its turn).
+    private let folderSyncer: FolderSyncer?
     private let baseThreads: Int
     private let maxThreads: Int
 
@@ -63,7 +66,11 @@ final class WatchPool: Sendable {
     init(threads: Int = max(2, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))), maxThreads: Int = 64) {
         baseThreads = max(1, threads)
         self.maxThreads = max(baseThreads, maxThreads)
+        folderSyncer = try? FolderSyncer(name: "inbox-sync", threads: Self.syncThreads)
     }
+
+    /// How many threads fsync the folders of the sessions' batches: fsyncs of different containers run side by side.
+    static let syncThreads = 4
 
     /// Runs `watcher` on the pool: its session is opened on a pool thread and its turns taken until it stops;
     /// `ended` is called on a pool thread when its run is over, with its failure if it failed.
@@ -85,6 +92,7 @@ final class WatchPool: Sendable {
             return state.sleepers
         }
         for sleeper in sleepers { sleeper.wake.signal() }
+        folderSyncer?.stop()
     }
 
     /// Puts `member` in line unless it is there or in its turn (then it goes back in line after it), and wakes a
@@ -211,7 +219,7 @@ final class WatchPool: Sendable {
         var failure: ContainerError?
         do throws(ContainerError) {
             if member.session == nil {
-                member.session = try WatchSession(member.watcher, start: .pooled)
+                member.session = try WatchSession(member.watcher, start: .pooled, syncer: folderSyncer)
                 goesOn = true
             } else if let session = member.session {
                 goesOn = try session.turn(giveWay: { [self] in .now - began >= Self.scanShare && othersWait })

@@ -18,8 +18,10 @@ final class WatchSession {
     /// Set by the inotify hub when the Inbox could not be watched (pooled sessions only).
     private let watchFailure = FailureBox()
     private var released = false
-    /// The scan asked for last gave way: the next runs to its end (a scan starts over from the folder's first
-    /// entry, and in a kept Inbox those are still there: giving way every time would never get past them).
+    /// Whether the pipeline's `folderSyncer` is this session's own, stopped with it.
+    private var ownsSyncer = false
+    /// The scan asked for last gave way: the next runs to its end if items are kept in the Inbox (a scan starts over
+    /// from the folder's first entry, and those are still there: giving way every time would never get past them).
     private var scanGaveWay = false
     /// Whether a batch's `moved` records wait for the next batch's fsync: only on a thread of the session's own
     /// (`.blocking`), which wakes for `syncDue` on time. A pooled session's turn may wait behind other
@@ -34,8 +36,9 @@ final class WatchSession {
         case blocking, pooled
     }
 
-    /// Takes the container for `watcher`: a broken seal fails with 65, another watcher holding it with 75.
-    init(_ watcher: Watcher, start: Start) throws(ContainerError) {
+    /// Takes the container for `watcher`: a broken seal fails with 65, another watcher holding it with 75. A pooled
+    /// session hands its folders' fsyncs to the pool's `syncer`, if any.
+    init(_ watcher: Watcher, start: Start, syncer: FolderSyncer? = nil) throws(ContainerError) {
         self.watcher = watcher
         groupsCommits = start == .blocking
         let inbox = watcher.inbox
@@ -60,10 +63,13 @@ final class WatchSession {
         // And one that fsyncs the folders of a batch's moves while the next batch goes on, wherever moves may come.
         if start == .blocking, pipeline.handlerName != nil || options.onArrival != .keep {
             do {
-                pipeline.folderSync = try SideThread(name: "inbox-sync")
+                pipeline.folderSyncer = try FolderSyncer(name: "inbox-sync")
+                ownsSyncer = true
             } catch {
                 watcher.report("fsyncing the folders on the watcher's thread: no other thread (\(error))")
             }
+        } else if start == .pooled {
+            pipeline.folderSyncer = syncer
         }
         // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
         setup = BackgroundSetup.start(inbox, report: { [watcher] in watcher.report($0) })
@@ -141,7 +147,7 @@ final class WatchSession {
         let reason = try handleQueued(batch) ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
         if let reason, !queue.isStopped {
             var gaveWay = false
-            let mayGiveWay = !scanGaveWay
+            let mayGiveWay = !scanGaveWay || pipeline.arrived.isEmpty
             try pipeline.scan(
                 reason: reason,
                 stop: {
@@ -199,8 +205,7 @@ final class WatchSession {
         events = nil
         pipeline.prepareAhead?.stop()
         pipeline.prepareAhead = nil
-        pipeline.folderSync?.stop()
-        pipeline.folderSync = nil
+        pipeline.letGoOfFolderSyncer(stopping: ownsSyncer)
         watcher.finishArrivals()
         cleanup?.finish(waiting: false)
         setup?.finish(waiting: false)

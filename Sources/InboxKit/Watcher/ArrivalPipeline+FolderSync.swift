@@ -1,0 +1,103 @@
+import AppContainer
+
+/// Phase 2's end (ARCHITECTURE.md, "The folders fsynced beside"): Documents and the Inbox fsynced once a batch,
+/// then the records of what moved appended, then the journal intents of copies ended; on this thread, or handed to
+/// a `FolderSyncer` while this thread goes on with the next batch.
+extension ArrivalPipeline {
+    /// Ends phase 2 of a batch whose `arrivals` wait to be settled. With `syncLater` and no intent to end, the
+    /// records are written but their fsync waits for the next batch's phase 1, or for `syncDue`: recovery logs again
+    /// a move whose record a power loss took. With a `folderSyncer`, the batch is handed to it and this returns at
+    /// once; its answer is taken at the next turn or commit (`finishFolderSync`).
+    func commitApplied(_ applied: EncodedEvents, syncLater: Bool = false, settling arrivals: [Arrival] = [])
+        throws(ContainerError)
+    {
+        guard !applied.isEmpty else {
+            if !arrivals.isEmpty { unsettled.append((arrivals, lastSeq)) }
+            return
+        }
+        // Taken now: if the records fail, the intents are dropped unended (and unlocked), for recovery to settle.
+        let intents = intentsToEnd
+        intentsToEnd.removeAll()
+        let durable = !syncLater || !intents.isEmpty
+        if let folderSyncer {
+            if handedToSyncer.count >= Self.maxHandedToSyncer { try takeAnswers(waiting: true, atMost: 1) }
+            if !arrivals.isEmpty { unsettled.append((arrivals, nil)) }
+            handedToSyncer.append((intents, !arrivals.isEmpty))
+            let answers = syncerAnswers
+            let queue = watcher.queue
+            folderSyncer.submit(
+                FolderSyncer.Batch(
+                    owner: ObjectIdentifier(self), folders: [documents, inboxFolder], shown: container.path(.documents),
+                    log: inbox.log, records: applied, durable: durable,
+                    done: { answer in
+                        answers.put(answer)
+                        // This thread takes the answer at its next turn or commit.
+                        queue.poke()
+                    }))
+            // Answered already when the batch was done on this thread (a test's fault plan).
+            try finishFolderSync(waiting: false)
+            return
+        }
+        do {
+            try documents.sync()
+            try inboxFolder.sync()
+        } catch {
+            throw error.failure("sync", container.path(.documents))
+        }
+        try commit(applied, durable: durable)
+        if durable {
+            endIntents(intents)
+        } else {
+            syncDue = syncDue ?? .now + Self.syncDelay
+        }
+        if !arrivals.isEmpty { unsettled.append((arrivals, lastSeq)) }
+    }
+
+    /// Takes the syncer's answers for the batches handed in: with `waiting`, every one, waiting for them; else those
+    /// come already. Throws a failed fsync or append (the batch's records are then unwritten: recovery logs the moves
+    /// at the next start).
+    func finishFolderSync(waiting: Bool) throws(ContainerError) {
+        try takeAnswers(waiting: waiting, atMost: .max)
+    }
+
+    private func takeAnswers(waiting: Bool, atMost limit: Int) throws(ContainerError) {
+        var taken = 0
+        while taken < limit, let handed = handedToSyncer.first, let answer = syncerAnswers.take(waiting: waiting) {
+            handedToSyncer.removeFirst()
+            taken += 1
+            let appended = try answer.get()
+            lastSeq = max(lastSeq, appended.lastSeq)
+            if appended.durable {
+                durableThrough = max(durableThrough, appended.lastSeq)
+                endIntents(handed.intents)
+            } else if appended.lastSeq > durableThrough {
+                // Not made durable since by an fsync of this thread's.
+                syncDue = syncDue ?? .now + Self.syncDelay
+            }
+            if handed.settles, let index = unsettled.firstIndex(where: { $0.through == nil }) {
+                unsettled[index].through = appended.lastSeq
+            }
+        }
+    }
+
+    /// Waits for the answers still due and drops them, after a failure that ends the run (a move whose record is
+    /// missing is logged by recovery at the next start); then stops the syncer when it is this run's own.
+    func letGoOfFolderSyncer(stopping: Bool) {
+        while !handedToSyncer.isEmpty {
+            handedToSyncer.removeFirst()
+            _ = syncerAnswers.take(waiting: true)
+        }
+        if stopping { folderSyncer?.stop() }
+        folderSyncer = nil
+    }
+
+    /// The journal intents of copies whose `moved` records are durable: done with.
+    private func endIntents(_ intents: [MoveJournal.Record]) {
+        guard !intents.isEmpty else { return }
+        let journal = MoveJournal(container: container)
+        for intent in intents {
+            // Settled already: an intent left behind only makes the next start look again.
+            try? journal.end(intent)
+        }
+    }
+}

@@ -1,0 +1,184 @@
+import AppContainer
+import Dispatch
+import Synchronization
+
+/// Fsyncs the folders of applied batches beside the threads that rename, then appends the batches' records
+/// (ARCHITECTURE.md, "The folders fsynced beside"): a few threads of a watcher's own, or shared by a pool's watchers.
+/// A batch waits only for an fsync that starts after it was handed in, so the batches of one watcher that wait
+/// together share one fsync of each folder and one append; one watcher's batches are done in the order handed in,
+/// one group at a time, and several watchers' side by side.
+final class FolderSyncer: Sendable {
+    /// One batch's work: the folders its renames changed, and the records that say so.
+    struct Batch: @unchecked Sendable {
+        /// Whose batch it is: one owner's batches are done in order.
+        let owner: ObjectIdentifier
+        let folders: [SharedDescriptor]
+        /// The path a failed fsync names.
+        let shown: String
+        let log: EventLog
+        let records: EncodedEvents
+        /// Whether the append is fsynced too (else it waits for the owner's next fsync of the log).
+        let durable: Bool
+        /// Called once on the syncer's thread, with the seq of the batch's last record, in the order handed in.
+        let done: @Sendable (Result<Appended, ContainerError>) -> Void
+    }
+
+    /// A batch's records, appended after its folders' fsync.
+    struct Appended: Sendable {
+        let lastSeq: UInt64
+        let durable: Bool
+    }
+
+    /// The answers for one owner's batches, taken by its thread in the order they come.
+    final class Answers: Sendable {
+        private let answers = Mutex<[Result<Appended, ContainerError>]>([])
+        private let came = DispatchSemaphore(value: 0)
+
+        func put(_ answer: Result<Appended, ContainerError>) {
+            answers.withLock { $0.append(answer) }
+            came.signal()
+        }
+
+        /// The next answer; `waiting`: waits for it (one must be due), else nil when none has come.
+        func take(waiting: Bool) -> Result<Appended, ContainerError>? {
+            if waiting {
+                came.wait()
+            } else if came.wait(timeout: .now()) != .success {
+                return nil
+            }
+            return answers.withLock { $0.removeFirst() }
+        }
+    }
+
+    private final class Sleeper: Sendable {
+        let wake = DispatchSemaphore(value: 0)
+    }
+
+    private struct State {
+        var waiting: [Batch] = []
+        /// Owners whose batches a thread is doing now.
+        var busy: Set<ObjectIdentifier> = []
+        var sleepers: [Sleeper] = []
+        var stopped = false
+        var running = 0
+        /// How many groups were done: fsyncs shared, for tests.
+        var groups = 0
+    }
+
+    private let state = Mutex(State())
+    private let stoppedAll = DispatchSemaphore(value: 0)
+
+    /// Starts `threads` threads named `name`; fails when none can be made.
+    init(name: String, threads: Int = 1) throws(Errno) {
+        for index in 0..<max(1, threads) {
+            do throws(Errno) {
+                try startDetachedThread(name: name, stackSize: 512 << 10) { [self] in serve() }
+                state.withLock { $0.running += 1 }
+            } catch {
+                // Fewer threads serve as well; none at all does not.
+                if index == 0 { throw error }
+                break
+            }
+        }
+    }
+
+    /// How many groups of batches were done so far.
+    var groupsDone: Int { state.withLock { $0.groups } }
+
+    /// Hands `batch` in; never waits.
+    func submit(_ batch: Batch) {
+        #if DEBUG
+            // A test's fault plan counts one thread's calls in order: the batch is done here, now.
+            if SyscallFaultPlan.current != nil {
+                Self.run([batch])
+                return
+            }
+        #endif
+        let sleeper = state.withLock { state -> Sleeper? in
+            state.waiting.append(batch)
+            return state.sleepers.popLast()
+        }
+        sleeper?.wake.signal()
+    }
+
+    /// Ends the threads once every batch handed in is done, and waits for them.
+    func stop() {
+        let (sleepers, running) = state.withLock { state -> ([Sleeper], Int) in
+            state.stopped = true
+            defer { state.sleepers.removeAll() }
+            return (state.sleepers, state.running)
+        }
+        for sleeper in sleepers { sleeper.wake.signal() }
+        for _ in 0..<running { stoppedAll.wait() }
+    }
+
+    private func serve() {
+        let sleeper = Sleeper()
+        var finished: ObjectIdentifier?
+        while true {
+            var others: [Sleeper] = []
+            let group = state.withLock { state -> [Batch]? in
+                if let finished { state.busy.remove(finished) }
+                if let group = Self.takeGroup(&state) { return group }
+                if state.stopped && state.waiting.isEmpty {
+                    // Threads that slept while the last batches were busy end too.
+                    others = state.sleepers
+                    state.sleepers.removeAll()
+                    return nil
+                }
+                state.sleepers.append(sleeper)
+                return []
+            }
+            guard let group else {
+                for other in others { other.wake.signal() }
+                break
+            }
+            finished = nil
+            if group.isEmpty {
+                sleeper.wake.wait()
+                continue
+            }
+            Self.run(group)
+            finished = group[0].owner
+            state.withLock { $0.groups += 1 }
+        }
+        stoppedAll.signal()
+    }
+
+    /// Takes every waiting batch of the first owner not busy, marking it busy.
+    private static func takeGroup(_ state: inout State) -> [Batch]? {
+        guard let first = state.waiting.first(where: { !state.busy.contains($0.owner) }) else { return nil }
+        let owner = first.owner
+        let group = state.waiting.filter { $0.owner == owner }
+        state.waiting.removeAll { $0.owner == owner }
+        state.busy.insert(owner)
+        return group
+    }
+
+    /// One owner's batches: each folder fsynced once, then the records in one append.
+    private static func run(_ group: [Batch]) {
+        let result = Result { () throws(ContainerError) -> (first: UInt64, durable: Bool) in
+            var synced: Set<ObjectIdentifier> = []
+            for batch in group {
+                for folder in batch.folders where synced.insert(ObjectIdentifier(folder)).inserted {
+                    do throws(Errno) { try folder.sync() } catch { throw error.failure("sync", batch.shown) }
+                }
+            }
+            var records = EncodedEvents(reservingCapacity: group.reduce(0) { $0 + $1.records.count })
+            for batch in group { records.append(contentsOf: batch.records) }
+            let durable = group.contains(where: \.durable)
+            return (try group[0].log.append(records, durable: durable), durable)
+        }
+        switch result {
+        case .failure(let failure):
+            for batch in group { batch.done(.failure(failure)) }
+        case .success(let appended):
+            var next = appended.first
+            for batch in group {
+                let last = next + UInt64(batch.records.count) - 1
+                next = last + 1
+                batch.done(.success(Appended(lastSeq: last, durable: appended.durable)))
+            }
+        }
+    }
+}

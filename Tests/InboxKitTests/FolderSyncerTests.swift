@@ -1,0 +1,149 @@
+import AppContainer
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+@testable import InboxKit
+
+/// The threads that fsync the folders of applied batches and then append their records (ARCHITECTURE.md, "The
+/// folders fsynced beside"), on real folders and real logs.
+@Suite struct FolderSyncerTests {
+    /// An owner: a log of its own and the folder fsynced for its batches.
+    struct Owner {
+        let id: ObjectIdentifier
+        let log: EventLog
+        let folder: SharedDescriptor
+        private let token: AnyObject
+
+        init(_ scratch: Scratch, _ name: String) throws {
+            let directory = scratch.outside(name)
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            log = try EventLog(directory: directory)
+            folder = SharedDescriptor(try FileDescriptor(directory, [.directory]))
+            let token = NSObject()
+            self.token = token
+            id = ObjectIdentifier(token)
+        }
+
+        /// A batch of one record that names `mark`, its answer handed to `done`.
+        func batch(
+            _ mark: String, durable: Bool = false, folders: [SharedDescriptor]? = nil,
+            done: @escaping @Sendable (Result<FolderSyncer.Appended, ContainerError>) -> Void
+        ) -> FolderSyncer.Batch {
+            FolderSyncer.Batch(
+                owner: id, folders: folders ?? [folder], shown: log.directory, log: log,
+                records: EncodedEvents([Event(.rescan, ["reason": .string(mark)])]), durable: durable, done: done)
+        }
+
+        /// The marks of the log's records, with their seqs, in order.
+        func marks() throws -> [(mark: String, seq: UInt64)] {
+            try log.records(kinds: ["rescan"]).map { ($0.fields["reason"] ?? "", $0.seq) }
+        }
+    }
+
+    /// While the syncer's one thread is busy with an owner's batch, the owner's next five wait together: they share
+    /// one fsync and one append, and each is answered with the seq of its own record, in order.
+    @Test func batchesThatWaitTogetherShareOneFsyncAndOneAppend() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let owner = try Owner(scratch, "a")
+        let syncer = try FolderSyncer(name: "test-sync")
+        let held = DispatchSemaphore(value: 0)
+        let answers = Guarded<[(mark: String, seq: UInt64, durable: Bool)]>([])
+        let answered = DispatchSemaphore(value: 0)
+        func answer(_ mark: String) -> @Sendable (Result<FolderSyncer.Appended, ContainerError>) -> Void {
+            { result in
+                if mark == "0" { held.wait() }
+                if case .success(let appended) = result {
+                    answers.update { $0.append((mark, appended.lastSeq, appended.durable)) }
+                }
+                answered.signal()
+            }
+        }
+        syncer.submit(owner.batch("0", done: answer("0")))
+        // The first batch's answer holds the thread until the others are in.
+        #expect(waitUntil(seconds: 10) { (try? owner.marks().count) == 1 })
+        for index in 1...5 { syncer.submit(owner.batch("\(index)", durable: index == 3, done: answer("\(index)"))) }
+        held.signal()
+        for _ in 0...5 { answered.wait() }
+        syncer.stop()
+
+        #expect(syncer.groupsDone == 2)
+        let logged = try owner.marks()
+        #expect(logged.map(\.mark) == (0...5).map { "\($0)" })
+        #expect(answers.value.map(\.mark) == logged.map(\.mark))
+        #expect(answers.value.map(\.seq) == logged.map(\.seq))
+        // One of the five asked for a durable append: the whole group's was.
+        #expect(answers.value.map(\.durable) == [false, true, true, true, true, true])
+    }
+
+    /// Three threads, four owners, fifty batches each handed in turn: each owner's are answered once each, in the
+    /// order handed in, with the seqs of its own log.
+    @Test func eachOwnersBatchesAreDoneInOrderBesideTheOthers() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let owners = try (0..<4).map { try Owner(scratch, "o\($0)") }
+        let syncer = try FolderSyncer(name: "test-sync", threads: 3)
+        let answers = Guarded<[Int: [(mark: String, seq: UInt64)]]>([:])
+        let answered = DispatchSemaphore(value: 0)
+        let count = 50
+        for index in 0..<count {
+            for (number, owner) in owners.enumerated() {
+                syncer.submit(
+                    owner.batch("\(index)") { result in
+                        if case .success(let appended) = result {
+                            answers.update { $0[number, default: []].append(("\(index)", appended.lastSeq)) }
+                        }
+                        answered.signal()
+                    })
+            }
+        }
+        for _ in 0..<(count * owners.count) { answered.wait() }
+        syncer.stop()
+
+        for (number, owner) in owners.enumerated() {
+            let logged = try owner.marks()
+            #expect(logged.map(\.mark) == (0..<count).map { "\($0)" })
+            let answered = answers.value[number] ?? []
+            #expect(answered.map(\.mark) == logged.map(\.mark))
+            #expect(answered.map(\.seq) == logged.map(\.seq))
+        }
+        #expect(syncer.groupsDone <= count * owners.count)
+    }
+
+    /// A folder whose fsync fails (a pipe: EINVAL) fails every batch waiting with it, and their records are not
+    /// appended; another owner's batch goes on.
+    @Test func aFailedFsyncFailsItsBatchesAndAppendsNothing() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let failing = try Owner(scratch, "failing")
+        let other = try Owner(scratch, "other")
+        var ends: [CInt] = [0, 0]
+        try #require(pipe(&ends) == 0)
+        let pipeEnd = SharedDescriptor(FileDescriptor(owning: ends[0]))
+        defer { close(ends[1]) }
+        let syncer = try FolderSyncer(name: "test-sync")
+        let failures = Guarded<[String]>([])
+        let successes = Guarded(0)
+        let answered = DispatchSemaphore(value: 0)
+        let record: @Sendable (Result<FolderSyncer.Appended, ContainerError>) -> Void = { result in
+            switch result {
+            case .success: successes.update { $0 += 1 }
+            case .failure(let error): failures.update { $0.append(error.message) }
+            }
+            answered.signal()
+        }
+        syncer.submit(failing.batch("x", folders: [failing.folder, pipeEnd], done: record))
+        syncer.submit(other.batch("y", done: record))
+        for _ in 0..<2 { answered.wait() }
+        syncer.stop()
+
+        #expect(successes.value == 1)
+        #expect(failures.value.count == 1)
+        #expect(failures.value.first?.contains(failing.log.directory) == true, "\(failures.value)")
+        #expect(try failing.marks().isEmpty)
+        #expect(try other.marks().map(\.mark) == ["y"])
+    }
+}
