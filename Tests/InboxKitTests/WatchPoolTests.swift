@@ -77,7 +77,9 @@ import Testing
         let order = settled.batches.withLock { $0 }
         let quietAt = try #require(order.firstIndex { $0.container == "quiet" })
         let busyBefore = order[..<quietAt].filter { $0.container == "busy" }.map(\.count).reduce(0, +)
-        #expect(busyBefore < backlog, "the quiet file waited for \(busyBefore) of \(backlog): \(order.map { "\($0.container) \($0.count)" })")
+        #expect(
+            busyBefore < backlog,
+            "the quiet file waited for \(busyBefore) of \(backlog): \(order.map { "\($0.container) \($0.count)" })")
         // Nothing lost: every file is in Documents, once.
         let documents = try FileManager.default.contentsOfDirectory(atPath: busy.container.path(.documents))
         #expect(documents.filter { $0.hasPrefix("f") }.count == backlog)
