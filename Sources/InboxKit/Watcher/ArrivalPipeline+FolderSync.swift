@@ -71,7 +71,8 @@ extension ArrivalPipeline {
                 durableThrough = max(durableThrough, appended.lastSeq)
                 endIntents(handed.intents)
             } else if appended.lastSeq > durableThrough {
-                // Not made durable since by an fsync of this thread's.
+                // Not made durable since by a later fsync of the log.
+                unsyncedThrough = max(unsyncedThrough, appended.lastSeq)
                 syncDue = syncDue ?? .now + Self.syncDelay
             }
             if handed.settles, let index = unsettled.firstIndex(where: { $0.through == nil }) {

@@ -14,9 +14,29 @@ extension ArrivalPipeline {
         try reopenReplacedFolders()
         let arrived = arrived
         let skipping = Set(previous?.items.map(\.status.fileID) ?? [])
-        ahead.start { [self] in prepareBatch(names, arrived: arrived, skipping: skipping) }
+        ahead.start { [self] in
+            var batch = prepareBatch(names, arrived: arrived, skipping: skipping)
+            logArrivals(of: &batch)
+            return batch
+        }
         guard let previous else { return [] }
         return try apply(previous, syncLater: syncLater)
+    }
+
+    /// Phase 1 of a batch, on the preparing thread once it is prepared: its records appended and fsynced, so that
+    /// the watcher's thread only renames. Not when a name failed to arrive (its failure is noted on that thread, at
+    /// phase 1 there), nor for a handler (asked on that thread).
+    func logArrivals(of batch: inout PreparedBatch) {
+        guard handlerName == nil, batch.failures.isEmpty, !batch.items.isEmpty || !batch.rejections.isEmpty else {
+            return
+        }
+        var records = EncodedEvents(reservingCapacity: batch.items.count)
+        for rejection in batch.rejections { records.append(rejection) }
+        appendArrivals(batch.items, to: &records)
+        let log = inbox.log
+        batch.logged = Result { () throws(ContainerError) in
+            try log.append(records, durable: true) + UInt64(records.count) - 1
+        }
     }
 
     /// Applies the batch under preparation, if any; returns its arrivals.

@@ -52,8 +52,9 @@ final class ArrivalPipeline {
     /// The arrivals of the batches applied, in order, each with the seq its records are durable from (nil while its
     /// folders are fsynced): handed on once the log is durable that far (`takeSettled`).
     var unsettled: [(arrivals: [Arrival], through: UInt64?)] = []
-    /// The seq of the last record made durable.
+    /// The seq of the last record made durable, and of the last written without an fsync (`syncDue`).
     var durableThrough: UInt64 = 0
+    var unsyncedThrough: UInt64 = 0
     /// Journal intents of copying moves, ended once their `moved` records are durable.
     var intentsToEnd: [MoveJournal.Record] = []
     /// When the `moved` records written without an fsync must be made durable, if the next batch's phase 1 has
@@ -180,6 +181,8 @@ final class ArrivalPipeline {
         var rejections: [Event] = []
         /// Names that could not be arrived, with why: logged when the batch is applied.
         var failures: [(FileName, ContainerError)] = []
+        /// Phase 1 done already, on the preparing thread: the seq of its last record, or why it failed.
+        var logged: Result<UInt64, ContainerError>?
     }
 
     /// Prepares each name once (`prepare`), leaving alone the identities in `arrived` and the files in `skipping`.
@@ -206,26 +209,28 @@ final class ArrivalPipeline {
 
     /// Decides, logs (phase 1) and applies (phase 2) a prepared batch; returns its arrivals.
     func apply(_ prepared: PreparedBatch, syncLater: Bool) throws(ContainerError) -> [Arrival] {
-        var records = EncodedEvents(reservingCapacity: prepared.items.count)
-        for (name, failure) in prepared.failures {
-            fail(during: "arrive", name, failure, folder: loggedInbox, to: &records)
-        }
-        for rejection in prepared.rejections { records.append(rejection) }
         let batch = prepared.items
         var arrivals = batch.map { prepared in
             Arrival(
                 item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),
                 sha256: prepared.inspection.sha256, type: prepared.inspection.type)
         }
-        if let handlerName {
-            try ask(handlerName, batch, arrivals: arrivals, records: &records)
+        if let logged = prepared.logged {
+            // Phase 1 was the preparing thread's (`logArrivals`).
+            loggedDurably(through: try logged.get())
         } else {
-            for prepared in batch {
-                prepared.disposition = watcher.options.onArrival
-                appendArrived(prepared, to: &records)
+            var records = EncodedEvents(reservingCapacity: prepared.items.count)
+            for (name, failure) in prepared.failures {
+                fail(during: "arrive", name, failure, folder: loggedInbox, to: &records)
             }
-            // Phase 1: the arrivals and their dispositions are on disk before anything moves.
-            try commit(records, durable: true)
+            for rejection in prepared.rejections { records.append(rejection) }
+            if let handlerName {
+                try ask(handlerName, batch, arrivals: arrivals, records: &records)
+            } else {
+                appendArrivals(batch, to: &records)
+                // Phase 1: the arrivals and their dispositions are on disk before anything moves.
+                try commit(records, durable: true)
+            }
         }
         // Phase 2: apply, fsync the folders once, then log what the disk now holds. Only what stays in the
         // Inbox is remembered, so memory stays flat however many pass through.
@@ -253,6 +258,14 @@ final class ArrivalPipeline {
             unsettled.removeFirst()
         }
         return settled
+    }
+
+    /// `arrived` records, each with the disposition on arrival (no handler is asked).
+    func appendArrivals(_ batch: [Prepared], to records: inout EncodedEvents) {
+        for prepared in batch {
+            prepared.disposition = watcher.options.onArrival
+            appendArrived(prepared, to: &records)
+        }
     }
 
     /// Retries what is due: names still being written or that failed to arrive (returned, to be processed),
@@ -311,7 +324,11 @@ final class ArrivalPipeline {
         // The records of a batch whose folders are fsynced by now go first, to share this append's fsync.
         try finishFolderSync(waiting: false)
         lastSeq = try inbox.log.append(records, durable: durable) + UInt64(records.count) - 1
-        if durable { logSynced() }
+        if durable {
+            logSynced()
+        } else {
+            unsyncedThrough = lastSeq
+        }
     }
 
     /// Makes durable the records written without an fsync, if any, and those waiting for their folders' fsync.
@@ -323,7 +340,13 @@ final class ArrivalPipeline {
     }
 
     func logSynced() {
-        durableThrough = max(durableThrough, lastSeq)
-        syncDue = nil
+        loggedDurably(through: lastSeq)
+    }
+
+    /// Every record up to `seq` is durable: an fsync of the log after it was written.
+    func loggedDurably(through seq: UInt64) {
+        lastSeq = max(lastSeq, seq)
+        durableThrough = max(durableThrough, seq)
+        if unsyncedThrough <= durableThrough { syncDue = nil }
     }
 }

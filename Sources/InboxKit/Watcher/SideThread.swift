@@ -2,8 +2,7 @@ import AppContainer
 import Dispatch
 
 /// A thread of one watcher's own that runs one job at a time beside the watcher's thread (ARCHITECTURE.md, "The hot
-/// path"): the next batch's preparation while the batch before is applied, or the folders' fsync of a batch's moves
-/// while the next is logged and applied. Only the watcher's thread calls it. A job and its result are written by one
+/// path"): the next batch's preparation while the batch before is applied. Only the watcher's thread calls it. A job and its result are written by one
 /// side before it signals and read by the other after it waits, so the semaphores order every access.
 final class SideThread<Result>: @unchecked Sendable {
     private let handed = DispatchSemaphore(value: 0)
