@@ -113,6 +113,24 @@ import Testing
         #expect(syncer.groupsDone <= count * owners.count)
     }
 
+    /// A syncer stopped already (its owner's run over) does a batch handed in on the calling thread, at once.
+    @Test func aStoppedSyncerDoesABatchOnTheCallingThread() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let owner = try Owner(scratch, "late")
+        let syncer = try FolderSyncer(name: "test-sync")
+        syncer.stop()
+        let caller = pthread_self()
+        let answered = Guarded<[Bool]>([])
+        syncer.submit(
+            owner.batch("late", durable: true) { result in
+                let here = pthread_equal(pthread_self(), caller) != 0
+                answered.update { $0.append(here && (try? result.get())?.durable == true) }
+            })
+        #expect(answered.value == [true])
+        #expect(try owner.marks().map(\.mark) == ["late"])
+    }
+
     /// A folder whose fsync fails (a pipe: EINVAL) fails every batch waiting with it, and their records are not
     /// appended; another owner's batch goes on.
     @Test func aFailedFsyncFailsItsBatchesAndAppendsNothing() throws {

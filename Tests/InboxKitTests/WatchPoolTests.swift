@@ -89,6 +89,35 @@ import Testing
         }
     }
 
+    /// A scan stopped between batches (it gave way) is not a whole scan, even when the answer to "stop?" has changed
+    /// by the time the walk ends (another pool thread fell idle): it logs no `rescan`, so the session asks for it
+    /// again, and the files it never reached are not left for the periodic scan, minutes later.
+    @Test func aScanStoppedBetweenBatchesIsNotAWholeScan() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        for index in 0..<6 {
+            try Data("\(index)\n".utf8).write(to: URL(fileURLWithPath: scratch.inboxPath("f\(index).txt")))
+        }
+        var options = WatchOptions()
+        options.onArrival = .move
+        options.cleanInterval = nil
+        options.maxBatch = 2
+        let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
+        // Stop after the first batch; asked again, go on.
+        var answers = [true]
+        var handled = 0
+        try pipeline.scan(
+            reason: "test", stop: { answers.isEmpty ? false : answers.removeFirst() },
+            handle: { names throws(ContainerError) in
+                handled += names.count
+                _ = try pipeline.process(names)
+            })
+        #expect(handled == 2)
+        #expect(try scratch.inbox.log.records(kinds: ["rescan"]).isEmpty)
+        #expect(try scratch.documentsEntries().count == 2)
+        #expect(try scratch.inboxEntries().count == 4)
+    }
+
     /// A kept Inbox's scan starts over from the same first entries each time it is asked for; it still gets to its
     /// end, and every kept file arrives once, while the other container always has work waiting.
     @Test func aKeptInboxScanGetsToItsEndWhileAnotherAlwaysWaits() async throws {

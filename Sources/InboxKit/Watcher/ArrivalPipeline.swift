@@ -121,6 +121,7 @@ final class ArrivalPipeline {
         var found = 0
         var failure: ContainerError?
         var seenAll = true
+        var stoppedEarly = false
         scanPresent = []
         defer { scanPresent = nil }
         do {
@@ -147,13 +148,16 @@ final class ArrivalPipeline {
                     return false
                 }
                 chunk.removeAll(keepingCapacity: true)
-                return !stop()
+                stoppedEarly = stop()
+                return !stoppedEarly
             }
         } catch {
             throw error.failure("scan", container.path(.inbox))
         }
         if let failure { throw failure }
-        if stop() { return }
+        // Stopped between batches (not asked again: the answer may have changed), or before the last: not a whole
+        // scan, which forgets nothing and logs no `rescan`.
+        if stoppedEarly || stop() { return }
         if !chunk.isEmpty { try handle(chunk) }
         try finish()
         if seenAll, let present = scanPresent { arrived.formIntersection(present) }

@@ -85,7 +85,7 @@ final class FolderSyncer: Sendable {
     /// How many groups of batches were done so far.
     var groupsDone: Int { state.withLock { $0.groups } }
 
-    /// Hands `batch` in; never waits.
+    /// Hands `batch` in; never waits, but on a syncer stopped already, which does it on the calling thread.
     func submit(_ batch: Batch) {
         #if DEBUG
             // A test's fault plan counts one thread's calls in order: the batch is done here, now.
@@ -94,11 +94,14 @@ final class FolderSyncer: Sendable {
                 return
             }
         #endif
-        let sleeper = state.withLock { state -> Sleeper? in
+        let handed = state.withLock { state -> (Bool, Sleeper?) in
+            guard !state.stopped else { return (false, nil) }
             state.waiting.append(batch)
-            return state.sleepers.popLast()
+            return (true, state.sleepers.popLast())
         }
-        sleeper?.wake.signal()
+        // Stopped already, its threads ended or ending: done here.
+        guard handed.0 else { return Self.run([batch]) }
+        handed.1?.wake.signal()
     }
 
     /// Ends the threads once every batch handed in is done, and waits for them.
