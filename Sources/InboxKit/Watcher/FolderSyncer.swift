@@ -19,7 +19,8 @@ final class FolderSyncer: Sendable {
         let records: EncodedEvents
         /// Whether the append is fsynced too (else it waits for the owner's next fsync of the log).
         let durable: Bool
-        /// Called once on the syncer's thread, with the seq of the batch's last record, in the order handed in.
+        /// Called once, on a syncer's thread (or the caller's: `submit`), with the seq of the batch's last record;
+        /// one owner's in the order handed in.
         let done: @Sendable (Result<Appended, ContainerError>) -> Void
     }
 
