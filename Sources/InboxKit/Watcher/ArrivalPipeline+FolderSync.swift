@@ -5,7 +5,7 @@ import AppContainer
 /// a `FolderSyncer` while this thread goes on with the next batch.
 extension ArrivalPipeline {
     /// Ends phase 2 of a batch whose `arrivals` wait to be settled. With `syncLater` and no intent to end, the
-    /// records are written but their fsync waits for the next batch's phase 1, or for `syncDue`: recovery logs again
+    /// records are written but their fsync waits for a later batch's phase 1, or for `syncDue`: recovery logs again
     /// a move whose record a power loss took. With a `folderSyncer`, the batch is handed to it and this returns at
     /// once; its answer is taken at the next turn or commit (`finishFolderSync`).
     func commitApplied(_ applied: EncodedEvents, syncLater: Bool = false, settling arrivals: [Arrival] = [])

@@ -57,10 +57,10 @@ final class ArrivalPipeline {
     var unsyncedThrough: UInt64 = 0
     /// Journal intents of copying moves, ended once their `moved` records are durable.
     var intentsToEnd: [MoveJournal.Record] = []
-    /// When the `moved` records written without an fsync must be made durable, if the next batch's phase 1 has
+    /// When the `moved` records written without an fsync must be made durable, if a later batch's phase 1 has
     /// not by then (ARCHITECTURE.md, "The hot path"); nil when every record is durable.
     var syncDue: ContinuousClock.Instant?
-    /// How long a `moved` record may wait for the next batch's fsync.
+    /// How long a `moved` record may wait for a later batch's fsync.
     static let syncDelay = Duration.milliseconds(5)
     /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
     let loggedInbox: [UInt8]
