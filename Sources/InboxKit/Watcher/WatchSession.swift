@@ -23,9 +23,9 @@ final class WatchSession {
     /// The scan asked for last gave way: the next runs to its end if items are kept in the Inbox (a scan starts over
     /// from the folder's first entry, and those are still there: giving way every time would never get past them).
     private var scanGaveWay = false
-    /// Whether a batch's `moved` records wait for the next batch's fsync: only on a thread of the session's own
+    /// Whether a batch's `moved` records wait for a later batch's fsync: only on a thread of the session's own
     /// (`.blocking`), which wakes for `syncDue` on time. A pooled session's turn may wait behind other
-    /// containers' work, and its settling with it.
+    /// containers' work, and its settling with it: its records are made durable by the syncer's append.
     private let groupsCommits: Bool
     /// How many batches past the first a turn takes while they overlap, before it looks at retries and scans.
     static let overlappedBatches = 64
