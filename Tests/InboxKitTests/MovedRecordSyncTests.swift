@@ -71,9 +71,7 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         let count = 400
-        let staging = scratch.outside("staging")
-        try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
-        for index in 0..<count { try makeFile(staging + "/f\(index).txt", Array("file \(index)\n".utf8)) }
+        let staging = try stageFiles(scratch, count: count)
         let log = scratch.inbox.log
         // Each settled name, and those whose `moved` record was not in the log when they were settled.
         let settled = Guarded<[String]>([])

@@ -52,9 +52,7 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         let count = 2_000
-        let staging = scratch.outside("staging")
-        try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
-        for index in 0..<count { try makeFile(staging + "/f\(index).txt", Array("file \(index)\n".utf8)) }
+        let staging = try stageFiles(scratch, count: count)
         var options = WatchOptions()
         options.onArrival = .move
         options.maxBatch = 8

@@ -163,6 +163,15 @@ final class InotifySlot {
     }
 }
 
+/// `count` files `f0.txt`, … ("file N\n") in a new folder beside the container; returns its path. Each is renamed
+/// into the Inbox from there: one arrival each, with no write under way.
+func stageFiles(_ scratch: Scratch, count: Int) throws -> String {
+    let staging = scratch.outside("staging")
+    try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
+    for index in 0..<count { try makeFile(staging + "/f\(index).txt", Array("file \(index)\n".utf8)) }
+    return staging
+}
+
 /// The names of this process's threads.
 func threadNames() -> [String] {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []

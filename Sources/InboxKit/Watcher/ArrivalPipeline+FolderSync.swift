@@ -97,8 +97,14 @@ extension ArrivalPipeline {
         guard !intents.isEmpty else { return }
         let journal = MoveJournal(container: container)
         for intent in intents {
-            // Settled already: an intent left behind only makes the next start look again.
-            try? journal.end(intent)
+            do throws(Errno) {
+                try journal.end(intent)
+            } catch {
+                // Settled already: an intent left behind only makes the next start look again.
+                let path = journal.directory + "/" + intent.recordName.string
+                watcher.report(
+                    "\(error.failure("end the move journal's intent", path).message) (the next start looks again)")
+            }
         }
     }
 }
