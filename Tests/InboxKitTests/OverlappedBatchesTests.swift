@@ -44,8 +44,45 @@ import Testing
         #expect(plan.calls.contains("renameat2"))
     }
 
+    /// The files of the batch applied last are closed by the next batch's preparation (on the preparing thread,
+    /// where the renaming thread does not wait for them), before it opens any: never more than two batches open.
+    /// Under the fault plan each preparation runs at its start, so the calls come in that order.
+    @Test func theBatchAppliedLastIsClosedByTheNextPreparationBeforeItOpensAFile() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        for file in ["a.txt", "b.txt", "c.txt"] { try makeFile(scratch.inboxPath(file), Array("\(file)\n".utf8)) }
+        var options = WatchOptions()
+        options.onArrival = .move
+        options.cleanInterval = nil
+        let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
+        pipeline.prepareAhead = try SideThread(name: "test-prepare")
+        defer { pipeline.prepareAhead?.stop() }
+        let plan = SyscallFaultPlan()
+        var third: ArraySlice<String> = []
+        try plan.run {
+            _ = try pipeline.process([try name("a.txt")], more: true)
+            _ = try pipeline.process([try name("b.txt")], more: true)  // a.txt applied
+            // Two batches open: b.txt prepared, a.txt applied and waiting to be let go.
+            #expect(openDescriptors(under: scratch.documentsPath("")) == ["Inbox/b.txt", "a.txt"])
+            let before = plan.calls.count
+            _ = try pipeline.process([try name("c.txt")], more: true)  // c.txt prepared, b.txt applied
+            third = plan.calls[before...]
+            #expect(openDescriptors(under: scratch.documentsPath("")) == ["Inbox/c.txt", "b.txt"])
+            _ = try pipeline.finishPrepared()
+        }
+
+        let closes = third.indices.filter { third[$0] == "close" }
+        let firstOpen = try #require(third.firstIndex(of: "openat"))
+        #expect(closes.count == 1, "a.txt's file, and no other: \(Array(third))")
+        #expect(closes.allSatisfy { $0 < firstOpen }, "closed before c.txt is opened: \(Array(third))")
+        #expect(openDescriptors(under: scratch.documentsPath("")).isEmpty, "finishPrepared lets every file go")
+        #expect(try scratch.documentsEntries() == ["a.txt", "b.txt", "c.txt"])
+        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 3)
+    }
+
     /// Files renamed into the Inbox while the watcher runs, in batches of 8 so that many overlap: each is in
-    /// Documents once, with one `arrived` and one `moved` record and its write bit, prepared on the second thread.
+    /// Documents once, with one `arrived` and one `moved` record and its write bit, prepared on the second thread;
+    /// once they are all in, the watcher holds none of them open.
     @Test func aBurstMovedWithOverlappingBatchesMovesEachFileOnce() async throws {
         let slot = await InotifySlot.take()
         defer { withExtendedLifetime(slot) {} }
@@ -63,6 +100,7 @@ import Testing
             try #require(rename(staging + "/f\(index).txt", scratch.inboxPath("f\(index).txt")) == 0)
         }
         #expect(waitUntil(seconds: 60) { (try? scratch.documentsEntries().count) == count })
+        #expect(waitUntil(seconds: 30) { openDescriptors(under: scratch.documentsPath("")).isEmpty })
         #expect(running.stop() == nil)
 
         #expect(try scratch.inboxEntries().isEmpty)

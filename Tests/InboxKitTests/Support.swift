@@ -172,6 +172,19 @@ func stageFiles(_ scratch: Scratch, count: Int) throws -> String {
     return staging
 }
 
+/// The regular files under `folder` (a path ending in `/`) that this process holds open, by their paths now.
+func openDescriptors(under folder: String) -> [String] {
+    let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+    return descriptors.compactMap { descriptor in
+        let link = "/proc/self/fd/\(descriptor)"
+        var file = stat()
+        guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: link), target.hasPrefix(folder),
+            stat(link, &file) == 0, file.st_mode & S_IFMT == S_IFREG
+        else { return nil }
+        return String(target.dropFirst(folder.count))
+    }.sorted()
+}
+
 /// The names of this process's threads.
 func threadNames() -> [String] {
     let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []

@@ -6,7 +6,8 @@ import AppContainer
 /// (`skipping`), as a batch after it would find it gone or arrived.
 extension ArrivalPipeline {
     /// Waits for the batch under preparation, starts preparing `names`, and applies the one waited for. After a
-    /// failure, the caller lets the batch under preparation go (`dropPrepared`).
+    /// failure, the caller lets the batch under preparation go (`dropPrepared`). The batch applied is let go by the
+    /// next one's preparation (`spentItems`), or by `finishPrepared`.
     func overlap(_ names: [FileName], on ahead: SideThread<PreparedBatch>, syncLater: Bool)
         throws(ContainerError) -> [Arrival]
     {
@@ -14,12 +15,18 @@ extension ArrivalPipeline {
         try reopenReplacedFolders()
         let arrived = arrived
         let skipping = Set(previous?.items.map(\.status.fileID) ?? [])
+        // The files of the batch applied last are closed there, before it opens the next batch's: never more than
+        // two batches open at once, and the renaming thread does not pay for the closes.
+        var spent = spentItems
+        spentItems = []
         ahead.start { [self] in
+            spent.removeAll()
             var batch = prepareBatch(names, arrived: arrived, skipping: skipping)
             logArrivals(of: &batch)
             return batch
         }
         guard let previous else { return [] }
+        defer { spentItems = previous.items }
         return try apply(previous, syncLater: syncLater)
     }
 
@@ -39,8 +46,10 @@ extension ArrivalPipeline {
         }
     }
 
-    /// Applies the batch under preparation, if any; returns its arrivals.
+    /// Applies the batch under preparation, if any; returns its arrivals. The files of the batches applied are all
+    /// closed by then: none stays open while the watcher waits for more.
     func finishPrepared(syncLater: Bool = false) throws(ContainerError) -> [Arrival] {
+        spentItems = []
         guard let prepared = prepareAhead?.wait() else { return [] }
         return try apply(prepared, syncLater: syncLater)
     }
@@ -48,6 +57,7 @@ extension ArrivalPipeline {
     /// Waits for the batch under preparation and lets it go unlogged (after a failure that ends the run): its files
     /// stay in the Inbox, sealed, and arrive at the next start.
     func dropPrepared() {
+        spentItems = []
         _ = prepareAhead?.wait()
     }
 }

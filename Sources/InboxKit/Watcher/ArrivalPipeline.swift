@@ -39,6 +39,8 @@ final class ArrivalPipeline {
     var firstFailure: ContainerError?
     /// The thread that prepares the next batch while this one's is applied, where that pays ("The hot path").
     var prepareAhead: SideThread<PreparedBatch>?
+    /// The items of the batch `overlap` applied last, let go (their files closed) on the `prepareAhead` thread.
+    var spentItems: [Prepared] = []
     /// Where the folders of a batch's moves are fsynced and its records appended, beside this thread ("The folders
     /// fsynced beside"); nil: on this thread.
     var folderSyncer: FolderSyncer?
