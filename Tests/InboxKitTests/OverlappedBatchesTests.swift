@@ -15,12 +15,7 @@ import Testing
     @Test func aFileInTwoOverlappingBatchesArrivesOnceAndKeepsItsWriteBitInDocuments() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        for file in ["a.txt", "b.txt"] { try makeFile(scratch.inboxPath(file), Array("\(file)\n".utf8)) }
-        var options = WatchOptions()
-        options.onArrival = .move
-        options.cleanInterval = nil
-        let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
-        pipeline.prepareAhead = try SideThread(name: "test-prepare")
+        let pipeline = try movingPipeline(scratch, files: ["a.txt", "b.txt"])
         defer { pipeline.prepareAhead?.stop() }
         let a = try name("a.txt")
         let b = try name("b.txt")
@@ -50,12 +45,7 @@ import Testing
     @Test func theBatchAppliedLastIsClosedByTheNextPreparationBeforeItOpensAFile() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        for file in ["a.txt", "b.txt", "c.txt"] { try makeFile(scratch.inboxPath(file), Array("\(file)\n".utf8)) }
-        var options = WatchOptions()
-        options.onArrival = .move
-        options.cleanInterval = nil
-        let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
-        pipeline.prepareAhead = try SideThread(name: "test-prepare")
+        let pipeline = try movingPipeline(scratch, files: ["a.txt", "b.txt", "c.txt"])
         defer { pipeline.prepareAhead?.stop() }
         let plan = SyscallFaultPlan()
         var third: ArraySlice<String> = []
@@ -114,5 +104,16 @@ import Testing
         #expect(arrived.count == count && Set(arrived).count == count)
         #expect(moved.count == count && Set(moved) == Set(arrived))
         #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty)
+    }
+
+    /// A pipeline that moves on arrival, with a preparing thread of its own, and `files` in the Inbox.
+    private func movingPipeline(_ scratch: Scratch, files: [String]) throws -> ArrivalPipeline {
+        for file in files { try makeFile(scratch.inboxPath(file), Array("\(file)\n".utf8)) }
+        var options = WatchOptions()
+        options.onArrival = .move
+        options.cleanInterval = nil
+        let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
+        pipeline.prepareAhead = try SideThread(name: "test-prepare")
+        return pipeline
     }
 }
