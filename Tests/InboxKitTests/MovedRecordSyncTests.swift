@@ -6,22 +6,23 @@ import Testing
 
 @testable import InboxKit
 
-/// A batch's `moved` records are written at once but made durable by a later batch's fsync, or on their own
-/// once `ArrivalPipeline.syncDelay` has passed; what they settle is handed on only then (ARCHITECTURE.md, "The
-/// hot path").
+/// Where phase 1 is fsynced (a deletion, a handler), a batch's `deleted` or `moved` records are written at once but
+/// made durable by a later batch's fsync, or on their own once `ArrivalPipeline.syncDelay` has passed; what they
+/// settle is handed on only then. A move on arrival fsyncs nothing before its rename: its `arrived` and `moved`
+/// records are made durable together, after its folders' fsync (ARCHITECTURE.md, "Group commit across batches").
 @Suite struct MovedRecordSyncTests {
-    @Test func aBatchsMovedRecordsShareALaterBatchsFsyncAndSettleAfterIt() throws {
-        let scratch = try Scratch()
-        defer { scratch.remove() }
-        let names = ["a.txt", "b.txt", "c.txt"]
+    /// Three names, a batch each, on arrival `disposition`, every system call of the thread counted in order; returns
+    /// the calls and each settled batch with how many calls had been made by then.
+    func watchOnce(_ scratch: Scratch, _ names: [String], _ disposition: Disposition) throws
+        -> (calls: [String], settled: [(names: [String], calls: Int)])
+    {
         for name in names {
             try Data("\(name)\n".utf8).write(to: URL(fileURLWithPath: scratch.inboxPath(name)))
         }
-        // Every system call of this thread counted in order; each settled batch noted with how many had been made.
         let plan = SyscallFaultPlan()
         let settled = Mutex<[(names: [String], calls: Int)]>([])
         var options = WatchOptions()
-        options.onArrival = .move
+        options.onArrival = disposition
         options.once = true
         options.maxBatch = 1
         options.cleanInterval = nil
@@ -39,25 +40,55 @@ import Testing
             #expect(try session.turn() == false)
             try session.close()
         }
+        return (plan.calls, settled.withLock { $0 })
+    }
 
-        let calls = plan.calls
-        // The three moves, then the checkpoint's replacement of its file.
+    @Test func aBatchsDeletedRecordsShareALaterBatchsFsyncAndSettleAfterIt() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let names = ["a.txt", "b.txt", "c.txt"]
+        let (calls, order) = try watchOnce(scratch, names, .delete)
+
+        // Each deletion's rename aside (then the checkpoint's replacement of its file).
         let renames = Array(calls.indices.filter { calls[$0] == "renameat2" }.prefix(3))
         try #require(renames.count == 3, "\(calls)")
         // Each batch is prepared and logged (phase 1, on the preparing thread) while the one before is applied; under
         // the fault plan, before it. Between the first two renames: Documents and the Inbox for a.txt, and c.txt's
-        // phase 1, whose fsync of the log makes a.txt's `moved` record durable too. Without the group commit, that
+        // phase 1, whose fsync of the log makes a.txt's `deleted` record durable too. Without the group commit, that
         // record had an fsync of its own: four.
         #expect(calls[renames[0]..<renames[1]].filter { $0 == "fsync" }.count == 3, "\(calls)")
-        let order = settled.withLock { $0 }
         // a.txt is settled once c.txt's phase 1 is known to have synced the log (c.txt applied); b.txt and c.txt,
-        // whose `moved` records no later phase 1 came for, once the log was synced before `watch-stopped`.
+        // whose records no later phase 1 came for, once the log was synced before `watch-stopped`.
         try #require(order.map(\.names) == [["a.txt"], ["b.txt", "c.txt"]], "\(order)")
         #expect(order[0].calls > renames[2])
         #expect(calls[renames[2]..<order[1].calls].filter { $0 == "fsync" }.count >= 3, "\(calls)")
 
-        let moved = try scratch.inbox.log.records(kinds: ["moved"])
-        #expect(moved.count == 3)
+        #expect(try scratch.inbox.log.records(kinds: ["deleted"]).count == 3)
+        #expect(try scratch.inboxEntries().isEmpty && scratch.documentsEntries().isEmpty)
+    }
+
+    @Test func aMoveOnArrivalIsRenamedBeforeAnyFsyncAndItsRecordsAreMadeDurableTogether() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let names = ["a.txt", "b.txt", "c.txt"]
+        let (calls, order) = try watchOnce(scratch, names, .move)
+
+        let renames = Array(calls.indices.filter { calls[$0] == "renameat2" }.prefix(3))
+        try #require(renames.count == 3, "\(calls)")
+        // Under the fault plan, a.txt's and b.txt's phase 1 (each one `write` of the log) come before a.txt's rename
+        // with no fsync after them; between the first two renames: a.txt's phase 2 (Documents, the Inbox, its
+        // `moved` record, the log's fsync, which makes its `arrived` durable too), then c.txt's phase 1, unsynced.
+        let beforeFirst = calls[..<renames[0]]
+        let lastFsync = beforeFirst.lastIndex(of: "fsync") ?? 0
+        #expect(beforeFirst[lastFsync...].filter { $0 == "write" }.count == 2, "\(calls)")
+        let between = calls[renames[0]..<renames[1]].filter { $0 == "fsync" || $0 == "write" }
+        #expect(between == ["fsync", "fsync", "write", "fsync", "write"], "\(calls)")
+        // Each is settled by its own phase 2, before the next one's rename.
+        try #require(order.map(\.names) == [["a.txt"], ["b.txt"], ["c.txt"]], "\(order)")
+        #expect(order[0].calls < renames[1] && order[1].calls < renames[2])
+
+        let log = scratch.inbox.log
+        #expect(try log.records(kinds: ["arrived"]).count == 3 && log.records(kinds: ["moved"]).count == 3)
         #expect(try scratch.documentsEntries() == names)
     }
 

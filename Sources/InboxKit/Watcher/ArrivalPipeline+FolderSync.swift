@@ -13,6 +13,8 @@ extension ArrivalPipeline {
     {
         guard !applied.isEmpty else {
             if !arrivals.isEmpty { unsettled.append((arrivals, lastSeq)) }
+            // A phase 1 written without an fsync, and nothing moved whose fsync would make it durable.
+            if unsyncedThrough > durableThrough { syncDue = syncDue ?? .now + Self.syncDelay }
             return
         }
         // Taken now: if the records fail, the intents are dropped unended (and unlocked), for recovery to settle.
@@ -68,7 +70,7 @@ extension ArrivalPipeline {
             let appended = try answer.get()
             lastSeq = max(lastSeq, appended.lastSeq)
             if appended.durable {
-                durableThrough = max(durableThrough, appended.lastSeq)
+                loggedDurably(through: appended.lastSeq)
                 endIntents(handed.intents)
             } else if appended.lastSeq > durableThrough {
                 // Not made durable since by a later fsync of the log.

@@ -30,8 +30,8 @@ extension ArrivalPipeline {
         return try apply(previous, syncLater: syncLater)
     }
 
-    /// Phase 1 of a batch, on the preparing thread once it is prepared: its records appended and fsynced, so that
-    /// the watcher's thread only renames. Not when a name failed to arrive (its failure is noted on that thread, at
+    /// Phase 1 of a batch, on the preparing thread once it is prepared: its records appended (and fsynced where
+    /// phase 1 is, `syncsArrivals`), so that the watcher's thread only renames. Not when a name failed to arrive (its failure is noted on that thread, at
     /// phase 1 there), nor for a handler (asked on that thread).
     func logArrivals(of batch: inout PreparedBatch) {
         guard handlerName == nil, batch.failures.isEmpty, !batch.items.isEmpty || !batch.rejections.isEmpty else {
@@ -41,8 +41,9 @@ extension ArrivalPipeline {
         for rejection in batch.rejections { records.append(rejection) }
         appendArrivals(batch.items, to: &records)
         let log = inbox.log
+        let durable = syncsArrivals
         batch.logged = Result { () throws(ContainerError) in
-            try log.append(records, durable: true) + UInt64(records.count) - 1
+            try log.append(records, durable: durable) + UInt64(records.count) - 1
         }
     }
 

@@ -3,9 +3,9 @@ import FoundationEssentials
 import Glibc
 
 /// The watcher's hot path, run on one thread: validate → seal → inspect → handle → apply, with one group
-/// commit a batch. `arrived` is logged durably before any disposition is applied, and `moved`/`deleted`
-/// after the folders are fsynced, so the log never claims what the disk does not hold and a crash in
-/// between is finished at the next start (see `ArrivalPipeline+Recovery.swift`).
+/// commit a batch. `arrived` is logged before any disposition is applied (durably before a deletion or a handler's
+/// question: `syncsArrivals`), and `moved`/`deleted` after the folders are fsynced, so the log never claims what the
+/// disk does not hold and a crash in between is finished at the next start (see `ArrivalPipeline+Recovery.swift`).
 final class ArrivalPipeline {
     let watcher: Watcher
     var inbox: Inbox { watcher.inbox }
@@ -223,7 +223,7 @@ final class ArrivalPipeline {
         }
         if let logged = prepared.logged {
             // Phase 1 was the preparing thread's (`logArrivals`).
-            loggedDurably(through: try logged.get())
+            noteAppended(through: try logged.get(), durable: syncsArrivals)
         } else {
             var records = EncodedEvents(reservingCapacity: prepared.items.count)
             for (name, failure) in prepared.failures {
@@ -234,8 +234,8 @@ final class ArrivalPipeline {
                 try ask(handlerName, batch, arrivals: arrivals, records: &records)
             } else {
                 appendArrivals(batch, to: &records)
-                // Phase 1: the arrivals and their dispositions are on disk before anything moves.
-                try commit(records, durable: true)
+                // Phase 1: the arrivals and their dispositions are written before anything moves.
+                try commit(records, durable: syncsArrivals)
             }
         }
         // Phase 2: apply, fsync the folders once, then log what the disk now holds. Only what stays in the
@@ -252,9 +252,16 @@ final class ArrivalPipeline {
             }
             arrivals[index].settle(prepared.disposition, outcome)
         }
-        try commitApplied(applied, syncLater: syncLater, settling: arrivals)
+        // Phase 1 written without an fsync: phase 2's makes it durable, not a later batch's.
+        try commitApplied(applied, syncLater: syncLater && syncsArrivals, settling: arrivals)
         return arrivals
     }
+
+    /// Whether phase 1 is fsynced before anything is applied: before a deletion, which would leave no trace of the
+    /// file without its `arrived` record, and before a handler is asked ("Each answer once"). A move into Documents
+    /// loses nothing: its `arrived` records are made durable by the fsync of its `moved` records, beside the thread
+    /// that renames (ARCHITECTURE.md, "Group commit across batches").
+    var syncsArrivals: Bool { handlerName != nil || watcher.options.onArrival != .move }
 
     /// The arrivals whose records are durable, in the order they were applied; they are handed on once.
     func takeSettled() -> [Arrival] {
@@ -329,11 +336,17 @@ final class ArrivalPipeline {
         guard !records.isEmpty else { return }
         // The records of a batch whose folders are fsynced by now go first, to share this append's fsync.
         try finishFolderSync(waiting: false)
-        lastSeq = try inbox.log.append(records, durable: durable) + UInt64(records.count) - 1
+        noteAppended(
+            through: try inbox.log.append(records, durable: durable) + UInt64(records.count) - 1, durable: durable)
+    }
+
+    /// Records up to `seq` are appended; with `durable`, fsynced too.
+    func noteAppended(through seq: UInt64, durable: Bool) {
         if durable {
-            logSynced()
+            loggedDurably(through: seq)
         } else {
-            unsyncedThrough = lastSeq
+            lastSeq = max(lastSeq, seq)
+            unsyncedThrough = max(unsyncedThrough, seq)
         }
     }
 
