@@ -30,24 +30,31 @@ final class FolderSyncer: Sendable {
         let durable: Bool
     }
 
-    /// The answers for one owner's batches, taken by its thread in the order they come.
+    /// The answers for one owner's batches, taken by its thread (one thread) in the order they come. The semaphore
+    /// holds one signal per answer in the list (signalled under the lock), so that a take that does not wait looks at
+    /// the list alone: a semaphore's wait with no time to wait still sleeps in the kernel when nothing came, a
+    /// context switch each.
     final class Answers: Sendable {
         private let answers = Mutex<[Result<Appended, ContainerError>]>([])
         private let came = DispatchSemaphore(value: 0)
 
         func put(_ answer: Result<Appended, ContainerError>) {
-            answers.withLock { $0.append(answer) }
-            came.signal()
+            answers.withLock {
+                $0.append(answer)
+                came.signal()
+            }
         }
 
         /// The next answer; `waiting`: waits for it (one must be due), else nil when none has come.
         func take(waiting: Bool) -> Result<Appended, ContainerError>? {
             if waiting {
                 came.wait()
-            } else if came.wait(timeout: .now()) != .success {
-                return nil
+                return answers.withLock { $0.removeFirst() }
             }
-            return answers.withLock { $0.removeFirst() }
+            guard let answer = answers.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) else { return nil }
+            // Its signal is there already: this wait does not sleep.
+            came.wait()
+            return answer
         }
     }
 

@@ -52,12 +52,6 @@ final class SideThread<Result>: @unchecked Sendable {
         return taken()
     }
 
-    /// The result of the job handed in if it is done, without waiting; nil when none was or it is still running.
-    func resultIfDone() -> Result? {
-        guard isRunning, ranHere || done.wait(timeout: .now()) == .success else { return nil }
-        return taken()
-    }
-
     private func taken() -> Result? {
         ranHere = false
         isRunning = false
