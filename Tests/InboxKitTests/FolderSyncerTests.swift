@@ -113,6 +113,50 @@ import Testing
         #expect(syncer.groupsDone <= count * owners.count)
     }
 
+    /// Batches linger before their fsyncs: an owner's batches handed in meanwhile make one group, done at once when
+    /// the owner hurries them (its thread is about to wait for the answers); another owner's still linger, until the
+    /// syncer is stopped, which lets none linger.
+    @Test func lingeringBatchesMakeOneGroupDoneWhenTheirOwnerHurriesOrTheSyncerStops() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let first = try Owner(scratch, "first")
+        let second = try Owner(scratch, "second")
+        let syncer = try FolderSyncer(name: "test-sync", threads: 2, linger: .seconds(600))
+        let answered = Guarded<[String]>([])
+        for mark in ["a", "b", "c"] { syncer.submit(first.batch(mark) { _ in answered.update { $0.append(mark) } }) }
+        syncer.submit(second.batch("x") { _ in answered.update { $0.append("x") } })
+        // Nothing is done within ten minutes of its handing in but for a hurry or a stop.
+        #expect(syncer.groupsDone == 0 && answered.value.isEmpty)
+
+        syncer.hurry(first.id)
+        #expect(waitUntil(seconds: 10) { answered.value.count == 3 })
+        #expect(answered.value == ["a", "b", "c"])
+        #expect(syncer.groupsDone == 1)
+        #expect(try first.marks().map(\.mark) == ["a", "b", "c"] && second.marks().isEmpty)
+
+        let stopped = Guarded(false)
+        DispatchQueue.global().async {
+            syncer.stop()
+            stopped.update { $0 = true }
+        }
+        #expect(waitUntil(seconds: 10) { stopped.value })
+        #expect(answered.value == ["a", "b", "c", "x"])
+        #expect(try second.marks().map(\.mark) == ["x"])
+    }
+
+    /// A batch no one hurries is done once its lingering is over.
+    @Test func aBatchNoOneHurriesIsDoneOnceItsLingeringEnds() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let owner = try Owner(scratch, "alone")
+        let syncer = try FolderSyncer(name: "test-sync", linger: .milliseconds(20))
+        defer { syncer.stop() }
+        let answered = Guarded(0)
+        syncer.submit(owner.batch("lone") { _ in answered.update { $0 += 1 } })
+        #expect(waitUntil(seconds: 10) { answered.value == 1 })
+        #expect(try owner.marks().map(\.mark) == ["lone"])
+    }
+
     /// A syncer stopped already (its owner's run over) does a batch handed in on the calling thread, at once.
     @Test func aStoppedSyncerDoesABatchOnTheCallingThread() throws {
         let scratch = try Scratch()

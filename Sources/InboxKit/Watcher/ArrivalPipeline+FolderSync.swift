@@ -63,6 +63,8 @@ extension ArrivalPipeline {
     }
 
     private func takeAnswers(waiting: Bool, atMost limit: Int) throws(ContainerError) {
+        // Waited for: they linger no more.
+        if waiting, !handedToSyncer.isEmpty { folderSyncer?.hurry(ObjectIdentifier(self)) }
         var taken = 0
         while taken < limit, let handed = handedToSyncer.first, let answer = syncerAnswers.take(waiting: waiting) {
             handedToSyncer.removeFirst()
@@ -86,6 +88,7 @@ extension ArrivalPipeline {
     /// Waits for the answers still due and drops them, after a failure that ends the run (a move whose record is
     /// missing is logged by recovery at the next start); then stops the syncer when it is this run's own.
     func letGoOfFolderSyncer(stopping: Bool) {
+        if !handedToSyncer.isEmpty { folderSyncer?.hurry(ObjectIdentifier(self)) }
         while !handedToSyncer.isEmpty {
             handedToSyncer.removeFirst()
             _ = syncerAnswers.take(waiting: true)

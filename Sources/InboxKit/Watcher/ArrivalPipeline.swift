@@ -62,7 +62,8 @@ final class ArrivalPipeline {
     /// When the `moved` records written without an fsync must be made durable, if a later batch's phase 1 has
     /// not by then (ARCHITECTURE.md, "The hot path"); nil when every record is durable.
     var syncDue: ContinuousClock.Instant?
-    /// How long a `moved` record may wait for a later batch's fsync.
+    /// How long a `moved` record may wait for a later batch's fsync, and a batch handed to the `folderSyncer` for
+    /// others to share its fsyncs: the group commit's window.
     static let syncDelay = Duration.milliseconds(5)
     /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
     let loggedInbox: [UInt8]

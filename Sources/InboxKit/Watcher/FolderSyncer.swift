@@ -6,7 +6,8 @@ import Synchronization
 /// (ARCHITECTURE.md, "The folders fsynced beside"): a few threads of a watcher's own, or shared by a pool's watchers.
 /// A batch waits only for an fsync that starts after it was handed in, so the batches of one watcher that wait
 /// together share one fsync of each folder and one append; one watcher's batches are done in the order handed in,
-/// one group at a time, and several watchers' side by side.
+/// one group at a time, and several watchers' side by side. A batch lingers first (`linger`), so that those handed
+/// in meanwhile share its fsyncs, unless its owner waits for the answer (`hurry`) or the syncer is stopped.
 final class FolderSyncer: Sendable {
     /// One batch's work: the folders its renames changed, and the records that say so.
     struct Batch: @unchecked Sendable {
@@ -58,15 +59,16 @@ final class FolderSyncer: Sendable {
         }
     }
 
-    private final class Sleeper: Sendable {
-        let wake = DispatchSemaphore(value: 0)
-    }
-
     private struct State {
-        var waiting: [Batch] = []
+        /// The batches handed in, each with when its lingering ends.
+        var waiting: [(batch: Batch, due: ContinuousClock.Instant)] = []
         /// Owners whose batches a thread is doing now.
         var busy: Set<ObjectIdentifier> = []
+        /// Owners that wait for their answers: their batches linger no more.
+        var hurried: Set<ObjectIdentifier> = []
         var sleepers: [Sleeper] = []
+        /// The soonest a sleeper wakes by itself, for a lingering batch; nil when none is known to.
+        var sleepingUntil: ContinuousClock.Instant?
         var stopped = false
         var running = 0
         /// How many groups were done: fsyncs shared, for tests.
@@ -75,9 +77,12 @@ final class FolderSyncer: Sendable {
 
     private let state = Mutex(State())
     private let stoppedAll = DispatchSemaphore(value: 0)
+    /// How long a batch waits before its fsyncs, for others to share them.
+    let linger: Duration
 
-    /// Starts `threads` threads named `name`; fails when none can be made.
-    init(name: String, threads: Int = 1) throws(Errno) {
+    /// Starts `threads` threads named `name`, whose batches linger `linger`; fails when none can be made.
+    init(name: String, threads: Int = 1, linger: Duration = .zero) throws(Errno) {
+        self.linger = linger
         for index in 0..<max(1, threads) {
             do throws(Errno) {
                 try startDetachedThread(name: name, stackSize: 512 << 10) { [self] in serve() }
@@ -104,7 +109,12 @@ final class FolderSyncer: Sendable {
         #endif
         let handed = state.withLock { state -> (Bool, Sleeper?) in
             guard !state.stopped else { return (false, nil) }
-            state.waiting.append(batch)
+            let due = ContinuousClock.now + linger
+            state.waiting.append((batch, due))
+            // No thread need wake for it: the one doing its owner's batches looks again once done, and a sleeper
+            // set to wake by its due time sees it then.
+            if state.busy.contains(batch.owner) { return (true, nil) }
+            if let wakes = state.sleepingUntil, wakes <= due { return (true, nil) }
             return (true, state.sleepers.popLast())
         }
         // Stopped already, its threads ended or ending: done here.
@@ -112,7 +122,17 @@ final class FolderSyncer: Sendable {
         handed.1?.wake.signal()
     }
 
-    /// Ends the threads once every batch handed in is done, and waits for them.
+    /// Ends the lingering of `owner`'s batches handed in so far: its thread is about to wait for their answers.
+    func hurry(_ owner: ObjectIdentifier) {
+        let sleeper = state.withLock { state -> Sleeper? in
+            guard state.waiting.contains(where: { $0.batch.owner == owner }) else { return nil }
+            state.hurried.insert(owner)
+            return state.busy.contains(owner) ? nil : state.sleepers.popLast()
+        }
+        sleeper?.wake.signal()
+    }
+
+    /// Ends the threads once every batch handed in is done (at once: none lingers), and waits for them.
     func stop() {
         let (sleepers, running) = state.withLock { state -> ([Sleeper], Int) in
             state.stopped = true
@@ -128,9 +148,11 @@ final class FolderSyncer: Sendable {
         var finished: ObjectIdentifier?
         while true {
             var others: [Sleeper] = []
-            let group = state.withLock { state -> [Batch]? in
+            let next = state.withLock { state -> (group: [Batch], sleepUntil: ContinuousClock.Instant?)? in
                 if let finished { state.busy.remove(finished) }
-                if let group = Self.takeGroup(&state) { return group }
+                state.sleepingUntil = nil
+                let taken = Self.takeGroup(&state, now: .now)
+                if let group = taken.group { return (group, nil) }
                 if state.stopped && state.waiting.isEmpty {
                     // Threads that slept while the last batches were busy end too.
                     others = state.sleepers
@@ -138,15 +160,23 @@ final class FolderSyncer: Sendable {
                     return nil
                 }
                 state.sleepers.append(sleeper)
-                return []
+                state.sleepingUntil = taken.soonest
+                return ([], taken.soonest)
             }
-            guard let group else {
+            guard let next else {
                 for other in others { other.wake.signal() }
                 break
             }
             finished = nil
+            let group = next.group
             if group.isEmpty {
-                sleeper.wake.wait()
+                sleeper.sleep(until: next.sleepUntil) {
+                    state.withLock { state in
+                        guard let index = state.sleepers.firstIndex(where: { $0 === sleeper }) else { return false }
+                        state.sleepers.remove(at: index)
+                        return true
+                    }
+                }
                 continue
             }
             Self.run(group)
@@ -156,14 +186,26 @@ final class FolderSyncer: Sendable {
         stoppedAll.signal()
     }
 
-    /// Takes every waiting batch of the first owner not busy, marking it busy.
-    private static func takeGroup(_ state: inout State) -> [Batch]? {
-        guard let first = state.waiting.first(where: { !state.busy.contains($0.owner) }) else { return nil }
-        let owner = first.owner
-        let group = state.waiting.filter { $0.owner == owner }
-        state.waiting.removeAll { $0.owner == owner }
-        state.busy.insert(owner)
-        return group
+    /// Takes every waiting batch of the first owner not busy whose oldest batch is done lingering (or hurried, or the
+    /// syncer stopped), marking it busy; else tells when the soonest lingering ends.
+    private static func takeGroup(_ state: inout State, now: ContinuousClock.Instant)
+        -> (group: [Batch]?, soonest: ContinuousClock.Instant?)
+    {
+        var soonest: ContinuousClock.Instant?
+        for entry in state.waiting where !state.busy.contains(entry.batch.owner) {
+            let owner = entry.batch.owner
+            // An owner's first batch is its oldest: its later ones are due no sooner.
+            guard entry.due <= now || state.stopped || state.hurried.contains(owner) else {
+                soonest = min(soonest ?? entry.due, entry.due)
+                continue
+            }
+            let group = state.waiting.filter { $0.batch.owner == owner }.map(\.batch)
+            state.waiting.removeAll { $0.batch.owner == owner }
+            state.busy.insert(owner)
+            state.hurried.remove(owner)
+            return (group, nil)
+        }
+        return (nil, soonest)
     }
 
     /// One owner's batches: each folder fsynced once, then the records in one append.

@@ -32,11 +32,6 @@ final class WatchPool: Sendable {
         }
     }
 
-    /// A thread waiting for work: woken by its own semaphore, so that one signal wakes one thread.
-    private final class Sleeper: Sendable {
-        let wake = DispatchSemaphore(value: 0)
-    }
-
     private struct State {
         var line: [Member] = []
         var head = 0
@@ -66,7 +61,8 @@ final class WatchPool: Sendable {
     init(threads: Int = max(2, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))), maxThreads: Int = 64) {
         baseThreads = max(1, threads)
         self.maxThreads = max(baseThreads, maxThreads)
-        folderSyncer = try? FolderSyncer(name: "inbox-sync", threads: Self.syncThreads)
+        folderSyncer = try? FolderSyncer(
+            name: "inbox-sync", threads: Self.syncThreads, linger: ArrivalPipeline.syncDelay)
     }
 
     /// How many threads fsync the folders of the sessions' batches: fsyncs of different containers run side by side.
@@ -172,15 +168,12 @@ final class WatchPool: Sendable {
                 continue
             }
             guard let wait = next.wait else { return }
-            let timeout = DispatchTime.now() + .nanoseconds(Int(max(.zero, wait - .now).nanoseconds))
-            if sleeper.wake.wait(timeout: timeout) == .timedOut {
-                // Still on the list: nobody woke it. Else a waker took it off and its signal is on the way.
-                let woken = state.withLock { state -> Bool in
-                    guard let index = state.sleepers.firstIndex(where: { $0 === sleeper }) else { return true }
+            sleeper.sleep(until: wait) {
+                state.withLock { state in
+                    guard let index = state.sleepers.firstIndex(where: { $0 === sleeper }) else { return false }
                     state.sleepers.remove(at: index)
-                    return false
+                    return true
                 }
-                if woken { sleeper.wake.wait() }
             }
         }
     }

@@ -63,7 +63,7 @@ final class WatchSession {
         // And one that fsyncs the folders of a batch's moves while the next batch goes on, wherever moves may come.
         if start == .blocking, pipeline.handlerName != nil || options.onArrival != .keep {
             do {
-                pipeline.folderSyncer = try FolderSyncer(name: "inbox-sync")
+                pipeline.folderSyncer = try FolderSyncer(name: "inbox-sync", linger: ArrivalPipeline.syncDelay)
                 ownsSyncer = true
             } catch {
                 watcher.report("fsyncing the folders on the watcher's thread: no other thread (\(error))")
