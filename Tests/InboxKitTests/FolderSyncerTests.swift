@@ -144,6 +144,31 @@ import Testing
         #expect(try second.marks().map(\.mark) == ["x"])
     }
 
+    /// Two owners' lingering batches are done side by side: the thread that takes the first owner's group hands the
+    /// watch over the second's to another thread. Here the first group's answer holds its thread until the second's
+    /// is answered: one after the other, that never comes. The second is handed in once one thread sleeps until the
+    /// first is due (so no other is woken for it then).
+    @Test func lingeringBatchesOfTwoOwnersAreDoneSideBySide() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let first = try Owner(scratch, "first")
+        let second = try Owner(scratch, "second")
+        let syncer = try FolderSyncer(name: "test-sync", threads: 2, linger: .milliseconds(300))
+        defer { syncer.stop() }
+        let secondDone = DispatchSemaphore(value: 0)
+        let firstSawSecond = Guarded<Bool?>(nil)
+        syncer.submit(
+            first.batch("a") { _ in
+                let came = secondDone.wait(timeout: .now() + .seconds(10)) == .success
+                firstSawSecond.update { $0 = came }
+            })
+        #expect(waitUntil(seconds: 10) { syncer.watchesTheTime })
+        syncer.submit(second.batch("b") { _ in secondDone.signal() })
+        #expect(waitUntil(seconds: 30) { firstSawSecond.value != nil })
+        #expect(firstSawSecond.value == true)
+        #expect(try first.marks().map(\.mark) == ["a"] && second.marks().map(\.mark) == ["b"])
+    }
+
     /// A batch no one hurries is done once its lingering is over.
     @Test func aBatchNoOneHurriesIsDoneOnceItsLingeringEnds() throws {
         let scratch = try Scratch()

@@ -98,6 +98,9 @@ final class FolderSyncer: Sendable {
     /// How many groups of batches were done so far.
     var groupsDone: Int { state.withLock { $0.groups } }
 
+    /// Whether a thread sleeps until a lingering batch is due, for tests.
+    var watchesTheTime: Bool { state.withLock { $0.sleepingUntil != nil } }
+
     /// Hands `batch` in; never waits, but on a syncer stopped already, which does it on the calling thread.
     func submit(_ batch: Batch) {
         #if DEBUG
@@ -152,7 +155,16 @@ final class FolderSyncer: Sendable {
                 if let finished { state.busy.remove(finished) }
                 state.sleepingUntil = nil
                 let taken = Self.takeGroup(&state, now: .now)
-                if let group = taken.group { return (group, nil) }
+                if let group = taken.group {
+                    // Other owners' batches still linger: a sleeper takes over watching the time for them, so that
+                    // their fsyncs run beside this group's, not after it.
+                    if state.waiting.contains(where: { !state.busy.contains($0.batch.owner) }),
+                        let sleeper = state.sleepers.popLast()
+                    {
+                        others = [sleeper]
+                    }
+                    return (group, nil)
+                }
                 if state.stopped && state.waiting.isEmpty {
                     // Threads that slept while the last batches were busy end too.
                     others = state.sleepers
@@ -163,10 +175,8 @@ final class FolderSyncer: Sendable {
                 state.sleepingUntil = taken.soonest
                 return ([], taken.soonest)
             }
-            guard let next else {
-                for other in others { other.wake.signal() }
-                break
-            }
+            for other in others { other.wake.signal() }
+            guard let next else { break }
             finished = nil
             let group = next.group
             if group.isEmpty {
