@@ -43,15 +43,22 @@ import Testing
         return (plan.calls, settled.withLock { $0 })
     }
 
+    /// Where the three items' renames are in `calls` (the first three: the checkpoint's replacement of its file
+    /// comes after them).
+    func threeRenames(_ calls: [String]) throws -> [Int] {
+        let renames = Array(calls.indices.filter { calls[$0] == "renameat2" }.prefix(3))
+        try #require(renames.count == 3, "\(calls)")
+        return renames
+    }
+
     @Test func aBatchsDeletedRecordsShareALaterBatchsFsyncAndSettleAfterIt() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let names = ["a.txt", "b.txt", "c.txt"]
         let (calls, order) = try watchOnce(scratch, names, .delete)
 
-        // Each deletion's rename aside (then the checkpoint's replacement of its file).
-        let renames = Array(calls.indices.filter { calls[$0] == "renameat2" }.prefix(3))
-        try #require(renames.count == 3, "\(calls)")
+        // Each deletion's rename aside.
+        let renames = try threeRenames(calls)
         // Each batch is prepared and logged (phase 1, on the preparing thread) while the one before is applied; under
         // the fault plan, before it. Between the first two renames: Documents and the Inbox for a.txt, and c.txt's
         // phase 1, whose fsync of the log makes a.txt's `deleted` record durable too. Without the group commit, that
@@ -73,8 +80,7 @@ import Testing
         let names = ["a.txt", "b.txt", "c.txt"]
         let (calls, order) = try watchOnce(scratch, names, .move)
 
-        let renames = Array(calls.indices.filter { calls[$0] == "renameat2" }.prefix(3))
-        try #require(renames.count == 3, "\(calls)")
+        let renames = try threeRenames(calls)
         // Under the fault plan, a.txt's and b.txt's phase 1 (each one `write` of the log) come before a.txt's rename
         // with no fsync after them; between the first two renames: a.txt's phase 2 (Documents, the Inbox, its
         // `moved` record, the log's fsync, which makes its `arrived` durable too), then c.txt's phase 1, unsynced.

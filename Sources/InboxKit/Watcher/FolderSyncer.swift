@@ -180,13 +180,7 @@ final class FolderSyncer: Sendable {
             finished = nil
             let group = next.group
             if group.isEmpty {
-                sleeper.sleep(until: next.sleepUntil) {
-                    state.withLock { state in
-                        guard let index = state.sleepers.firstIndex(where: { $0 === sleeper }) else { return false }
-                        state.sleepers.remove(at: index)
-                        return true
-                    }
-                }
+                sleeper.sleep(until: next.sleepUntil) { state.withLock { sleeper.leave(&$0.sleepers) } }
                 continue
             }
             Self.run(group)

@@ -13,4 +13,11 @@ final class Sleeper: Sendable {
         let timeout = DispatchTime.now() + .nanoseconds(Int(max(.zero, deadline - .now).nanoseconds))
         if wake.wait(timeout: timeout) == .timedOut, !leave() { wake.wait() }
     }
+
+    /// Takes this sleeper off `sleepers`; false when it was not there (a waker took it off first).
+    func leave(_ sleepers: inout [Sleeper]) -> Bool {
+        guard let index = sleepers.firstIndex(where: { $0 === self }) else { return false }
+        sleepers.remove(at: index)
+        return true
+    }
 }

@@ -168,13 +168,7 @@ final class WatchPool: Sendable {
                 continue
             }
             guard let wait = next.wait else { return }
-            sleeper.sleep(until: wait) {
-                state.withLock { state in
-                    guard let index = state.sleepers.firstIndex(where: { $0 === sleeper }) else { return false }
-                    state.sleepers.remove(at: index)
-                    return true
-                }
-            }
+            sleeper.sleep(until: wait) { state.withLock { sleeper.leave(&$0.sleepers) } }
         }
     }
 
