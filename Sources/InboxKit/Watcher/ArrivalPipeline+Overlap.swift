@@ -31,8 +31,8 @@ extension ArrivalPipeline {
     }
 
     /// Phase 1 of a batch, on the preparing thread once it is prepared: its records appended (and fsynced where
-    /// phase 1 is, `syncsArrivals`), so that the watcher's thread only renames. Not when a name failed to arrive (its failure is noted on that thread, at
-    /// phase 1 there), nor for a handler (asked on that thread).
+    /// phase 1 is, `syncsArrivals`), so that the watcher's thread only renames. Not when a name failed to arrive (its
+    /// failure is noted on that thread, at phase 1 there), nor for a handler (asked on that thread).
     func logArrivals(of batch: inout PreparedBatch) {
         guard handlerName == nil, batch.failures.isEmpty, !batch.items.isEmpty || !batch.rejections.isEmpty else {
             return
