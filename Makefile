@@ -37,6 +37,13 @@ HOT_FUNCTIONS = $(CURDIR)/Benchmarks/hot-functions.order
 RELEASE_SWIFTFLAGS = --static-swift-stdlib -Xswiftc -L$(STATIC_CXX) -Xswiftc -use-ld=lld \
 	-Xlinker -z -Xlinker pack-relative-relocs \
 	-Xlinker --symbol-ordering-file=$(HOT_FUNCTIONS) -Xlinker --no-warn-symbol-ordering
+# Every release build starts from an empty release folder: an incremental one can link a module compiled against
+# the layout another module's classes had before (cross-module optimization inlines a class's allocation, size
+# included, into its callers, and SwiftPM does not recompile them when only a private stored property changed).
+# Seen here: `inbox import` aborting at exit with "double free or corruption" after a field was added to EventLog's
+# private state, until a clean build (ARCHITECTURE.md, "Start-up and memory"). A clean release build takes about
+# a minute and a half here.
+RELEASE_BUILD = rm -rf "$$($(SWIFT) build -c release --show-bin-path)" && $(SWIFT) build -c release
 # Extra flags for the build that make install installs; INSTALL_SWIFTFLAGS= builds one that loads the Swift
 # runtime from the toolchain that built it (its RUNPATH).
 INSTALL_SWIFTFLAGS ?= $(RELEASE_SWIFTFLAGS)
@@ -81,13 +88,13 @@ clean:
 # BENCH_CONTAINERS=100 run a subset of the first (README.md, "Benchmark", lists every knob), BENCH_MAIL_MESSAGES=1000 a
 # smaller Maildir for the second.
 bench: deps bench-tools bench-mail-tools $(STATIC_CXX)/libstdc++.so
-	$(SWIFT) build -c release $(RELEASE_SWIFTFLAGS)
+	$(RELEASE_BUILD) $(RELEASE_SWIFTFLAGS)
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-bench
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-mail-bench
 
 # The mail-import benchmark alone.
 bench-mail: deps bench-mail-tools $(STATIC_CXX)/libstdc++.so
-	$(SWIFT) build -c release $(RELEASE_SWIFTFLAGS)
+	$(RELEASE_BUILD) $(RELEASE_SWIFTFLAGS)
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-mail-bench
 
 # Benchmarks/hot-functions.order again, from the release build: each usual command and a watcher's burst under
@@ -95,7 +102,7 @@ bench-mail: deps bench-mail-tools $(STATIC_CXX)/libstdc++.so
 hot-functions: deps $(STATIC_CXX)/libstdc++.so
 	@command -v valgrind >/dev/null 2>&1 || { echo "Installing valgrind"; \
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y valgrind; }
-	$(SWIFT) build -c release $(RELEASE_SWIFTFLAGS)
+	$(RELEASE_BUILD) $(RELEASE_SWIFTFLAGS)
 	Benchmarks/hot-functions "$$($(SWIFT) build -c release --show-bin-path)"
 
 # The linker script of RELEASE_SWIFTFLAGS, from where the C compiler keeps the two archives.
@@ -126,7 +133,7 @@ bench-mail-tools:
 # container you own: systemctl --user daemon-reload; systemctl --user enable --now "inbox-watch@$$(systemd-escape
 # --path DIR).service" (README.md, "Running as a service").
 install: deps $(STATIC_CXX)/libstdc++.so
-	$(SWIFT) build -c release $(INSTALL_SWIFTFLAGS)
+	$(RELEASE_BUILD) $(INSTALL_SWIFTFLAGS)
 	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox" "$(DESTDIR)$(PREFIX)/bin/inbox"
 	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox-formats" \
 		"$(DESTDIR)$(PREFIX)/libexec/inbox/inbox-formats"

@@ -391,6 +391,29 @@ import Testing
 
     // MARK: - Errors
 
+    /// A durable append fsyncs once it has let go of the lock, so that an append meanwhile, from this process or
+    /// another, never waits for the disk (a watcher's `arrived` records beside its syncer's fsync); the first one to a
+    /// file new to the instance fsyncs the folder too.
+    @Test func aDurableAppendFsyncsAfterItLetsGoOfTheLock() throws {
+        try withTemporaryFolder { folder in
+            let log = try EventLog(directory: folder)
+            let plan = SyscallFaultPlan()
+            try plan.run {
+                try log.append(Event(.rescan), durable: true)
+                try log.append(Event(.rescan), durable: true)
+                try log.append(Event(.rescan))
+            }
+            let order = plan.calls.filter { ["flock", "write", "fsync"].contains($0) }
+            let expected = [
+                "flock", "write", "flock", "fsync", "fsync",
+                "flock", "write", "flock", "fsync",
+                "flock", "write", "flock",
+            ]
+            #expect(order == expected, "\(plan.calls)")
+            #expect(try log.records().map(\.seq) == [1, 2, 3])
+        }
+    }
+
     @Test func missingFolderIsNoSuchItem() throws {
         try withTemporaryFolder { folder in
             #expect {

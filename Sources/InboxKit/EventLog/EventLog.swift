@@ -79,11 +79,18 @@ public final class EventLog: Sendable {
 
     /// Appends a non-empty batch of records, encoded but for `seq` and `time` before taking the locks;
     /// returns the first seq.
+    /// With `durable`, the fsync comes after the locks are let go (`finishSync`): an append meanwhile, from this
+    /// process or another, never waits for it.
     func append(_ records: EncodedEvents, durable: Bool) throws(ContainerError) -> UInt64 {
         precondition(!records.isEmpty, "an empty batch has no seq")
-        return try writer.withLock { writer throws(ContainerError) -> UInt64 in
-            try appendLocked(records.bytes, ends: records.ends, durable: durable, &writer)
+        let (first, pending) = try writer.withLock { writer throws(ContainerError) -> (UInt64, PendingSync?) in
+            let lock = try takeFileLock(&writer)
+            defer { try? system_flock(lock, LOCK_UN) }
+            let first = try writeRecords(records.bytes, ends: records.ends, durable: false, &writer)
+            return (first, durable ? writer.pendingSync : nil)
         }
+        if let pending { try finishSync(pending) }
+        return first
     }
 
     /// Holds the log's locks while `body` runs and while the records it returns are appended, so that no other
@@ -107,14 +114,6 @@ public final class EventLog: Sendable {
                 throw error
             }
         }
-    }
-
-    private func appendLocked(_ bodies: [UInt8], ends: [Int], durable: Bool, _ writer: inout Writer)
-        throws(ContainerError) -> UInt64
-    {
-        let lock = try takeFileLock(&writer)
-        defer { try? system_flock(lock, LOCK_UN) }
-        return try writeRecords(bodies, ends: ends, durable: durable, &writer)
     }
 
     /// Makes the next seq follow `floor` when the log's own last seq is lower (the log was truncated, replaced or
@@ -183,7 +182,7 @@ public final class EventLog: Sendable {
         writer.lastSeq = first + UInt64(ends.count) - 1
         writer.size += Int64(buffer.count)
         writer.notice = nil
-        writer.unsynced = true
+        writer.written += 1
         if durable { try sync(log, &writer) }
         if writer.size > Int64(maxBytes) { rotate(&writer) }
         return first
@@ -193,9 +192,29 @@ public final class EventLog: Sendable {
     /// the watcher's `moved` records wait for the next batch's fsync, or for this (ARCHITECTURE.md, "The hot
     /// path").
     func sync() throws(ContainerError) {
-        try writer.withLock { writer throws(ContainerError) in
-            guard writer.unsynced, let log = writer.log?.rawValue else { return }
-            try sync(log, &writer)
+        guard let pending = writer.withLock({ $0.pendingSync }) else { return }
+        try finishSync(pending)
+    }
+
+    /// The fsync of what this instance wrote up to `pending.through`, outside the locks; an append or a rotation
+    /// meanwhile is no matter: a rotation fsyncs the file before it lets go of it, and the descriptor stays open
+    /// while `pending` holds it.
+    private func finishSync(_ pending: PendingSync) throws(ContainerError) {
+        do {
+            try pending.file.sync()
+        } catch {
+            throw error.failure("sync the event log", logPath)
+        }
+        if pending.newFile {
+            do {
+                try system_fsync(folder)
+            } catch {
+                throw error.failure("sync the event log folder", directory)
+            }
+        }
+        writer.withLock { writer in
+            writer.synced = max(writer.synced, pending.through)
+            if pending.newFile, writer.log === pending.file { writer.folderSynced = true }
         }
     }
 
@@ -217,7 +236,7 @@ public final class EventLog: Sendable {
             }
             writer.folderSynced = true
         }
-        writer.unsynced = false
+        writer.synced = writer.written
     }
 
     private func openLock(_ writer: inout Writer) throws(ContainerError) -> CInt {
@@ -260,7 +279,7 @@ public final class EventLog: Sendable {
                 return try prepareLog(&writer)
             }
             log = file.rawValue
-            writer.log = consume file
+            writer.log = SharedDescriptor(file)
             do {
                 size = try FileStatus(system_fstat(log)).size
             } catch {
@@ -406,7 +425,8 @@ public final class EventLog: Sendable {
 /// What an instance knows of the log, guarded by its mutex.
 private struct Writer: ~Copyable {
     var lock: FileDescriptor?
-    var log: FileDescriptor?
+    /// Shared: a `PendingSync` keeps it open outside the locks.
+    var log: SharedDescriptor?
     /// The inode of `log`, to notice a rotation by another instance.
     var inode: UInt64 = 0
     /// The size of `log` after this instance's last append.
@@ -417,10 +437,28 @@ private struct Writer: ~Copyable {
     var trusted = false
     /// Whether the folder was fsynced since `log` was opened, so that its name is durable too.
     var folderSynced = false
-    /// Whether records this instance wrote to `log` wait for an fsync.
-    var unsynced = false
+    /// How many writes this instance made, and how many of them an fsync made durable since.
+    var written: UInt64 = 0
+    var synced: UInt64 = 0
     /// A record to write before the next ones: why the log before this one was set aside.
     var notice: EncodedEvents?
+
+    /// Whether records this instance wrote to `log` wait for an fsync.
+    var unsynced: Bool { written > synced }
+
+    /// The fsync that makes every write so far durable, to do outside the locks; nil when none waits.
+    var pendingSync: PendingSync? {
+        guard unsynced, let log else { return nil }
+        return PendingSync(file: log, through: written, newFile: !folderSynced)
+    }
+}
+
+/// An fsync of the log file to do outside the locks: the file, the writes it makes durable, and whether the folder
+/// is fsynced too (the file is new to this instance: its name may not be on disk yet).
+private struct PendingSync: @unchecked Sendable {
+    let file: SharedDescriptor
+    let through: UInt64
+    let newFile: Bool
 }
 
 // MARK: - Files
