@@ -156,4 +156,40 @@ import Testing
         for _ in 0..<2 { ended.wait() }
         pool.close()
     }
+
+    /// A pool whose syncer's threads cannot be made says so, and its sessions fsync in their own turns: a file still
+    /// reaches Documents, with its records.
+    @Test func aPoolWithoutItsSyncerSaysSoAndStillMoves() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try Data("hi\n".utf8).write(to: URL(fileURLWithPath: scratch.inboxPath("letter.txt")))
+        let reports = Mutex<[String]>([])
+        let plan = SyscallFaultPlan(failing: 1, only: "pthread_create", with: Errno(rawValue: EAGAIN))
+        let pool = plan.run {
+            WatchPool(threads: 1, maxThreads: 1, report: { line in reports.withLock { $0.append(line) } })
+        }
+        #expect(plan.injected?.name == "pthread_create")
+        #expect(!pool.syncsBeside)
+        let lines = reports.withLock { $0 }
+        #expect(lines.count == 1, "\(lines)")
+        #expect(lines.first?.hasPrefix("fsyncing each container's folders in its own turns") == true, "\(lines)")
+        let settled = Settled()
+        let watcher = Watcher(inbox: scratch.inbox, options: settled.options("only"))
+        let ended = DispatchSemaphore(value: 0)
+        let failure = Mutex<ContainerError?>(nil)
+        pool.add(watcher) { error in
+            failure.withLock { $0 = error }
+            ended.signal()
+        }
+        let moved = waitUntil(seconds: 60) { settled.count("only") == 1 }
+        #expect(moved, "the file settled")
+        watcher.stop()
+        ended.wait()
+        pool.close()
+        #expect(failure.withLock { $0 } == nil)
+        #expect(FileManager.default.fileExists(atPath: scratch.documentsPath("letter.txt")))
+        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1)
+    }
 }

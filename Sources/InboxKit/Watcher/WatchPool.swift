@@ -57,13 +57,25 @@ final class WatchPool: Sendable {
     private let maxThreads: Int
 
     /// A pool of `threads` threads (as many as the cores, at least two), which may grow to `maxThreads` while turns
-    /// wait on the disk (each batch of a container ends with its own fsyncs, which run side by side).
-    init(threads: Int = max(2, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))), maxThreads: Int = 64) {
+    /// wait on the disk (each batch of a container ends with its own fsyncs, which run side by side). When the
+    /// syncer's threads cannot be made, `report` is told, and each session fsyncs in its own turns.
+    init(
+        threads: Int = max(2, Int(sysconf(CInt(_SC_NPROCESSORS_ONLN)))), maxThreads: Int = 64,
+        report: (@Sendable (String) -> Void)? = nil
+    ) {
         baseThreads = max(1, threads)
         self.maxThreads = max(baseThreads, maxThreads)
-        folderSyncer = try? FolderSyncer(
-            name: "inbox-sync", threads: Self.syncThreads, linger: ArrivalPipeline.syncDelay)
+        do throws(Errno) {
+            folderSyncer = try FolderSyncer(
+                name: "inbox-sync", threads: Self.syncThreads, linger: ArrivalPipeline.syncDelay)
+        } catch {
+            folderSyncer = nil
+            report?("fsyncing each container's folders in its own turns: no thread to fsync them beside (\(error))")
+        }
     }
+
+    /// Whether the sessions' folders are fsynced beside their turns (false when the syncer could not start).
+    var syncsBeside: Bool { folderSyncer != nil }
 
     /// How many threads fsync the folders of the sessions' batches: fsyncs of different containers run side by side.
     static let syncThreads = 4

@@ -43,13 +43,14 @@ public final class WatcherFleet: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let allEnded = DispatchSemaphore(value: 0)
     private let signalCatch = SignalCatch()
-    private let pool = WatchPool()
+    private let pool: WatchPool
 
     /// A fleet of the containers under `root` (when given) and of `containers`.
     public init(root: String?, containers: [String] = [], options: WatchOptions = WatchOptions()) {
         self.root = root
         self.containers = containers
         self.options = options
+        pool = WatchPool(report: options.report)
     }
 
     /// The containers served now: those whose watcher runs.
