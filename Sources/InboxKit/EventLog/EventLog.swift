@@ -200,18 +200,7 @@ public final class EventLog: Sendable {
     /// meanwhile is no matter: a rotation fsyncs the file before it lets go of it, and the descriptor stays open
     /// while `pending` holds it.
     private func finishSync(_ pending: PendingSync) throws(ContainerError) {
-        do {
-            try pending.file.sync()
-        } catch {
-            throw error.failure("sync the event log", logPath)
-        }
-        if pending.newFile {
-            do {
-                try system_fsync(folder)
-            } catch {
-                throw error.failure("sync the event log folder", directory)
-            }
-        }
+        try fsync(pending.file.rawValue, folderToo: pending.newFile)
         writer.withLock { writer in
             writer.synced = max(writer.synced, pending.through)
             if pending.newFile, writer.log === pending.file { writer.folderSynced = true }
@@ -222,21 +211,25 @@ public final class EventLog: Sendable {
     var hasUnsynced: Bool { writer.withLock { $0.unsynced } }
 
     private func sync(_ log: CInt, _ writer: inout Writer) throws(ContainerError) {
+        try fsync(log, folderToo: !writer.folderSynced)
+        writer.folderSynced = true
+        writer.synced = writer.written
+    }
+
+    /// fsyncs the log file `log` and, with `folderToo` (a file new to this instance: its name may not be on disk
+    /// yet), the folder.
+    private func fsync(_ log: CInt, folderToo: Bool) throws(ContainerError) {
         do {
             try system_fsync(log)
         } catch {
             throw error.failure("sync the event log", logPath)
         }
-        // A log file new to this instance may have a name that is not on disk yet.
-        if !writer.folderSynced {
-            do {
-                try system_fsync(folder)
-            } catch {
-                throw error.failure("sync the event log folder", directory)
-            }
-            writer.folderSynced = true
+        guard folderToo else { return }
+        do {
+            try system_fsync(folder)
+        } catch {
+            throw error.failure("sync the event log folder", directory)
         }
-        writer.synced = writer.written
     }
 
     private func openLock(_ writer: inout Writer) throws(ContainerError) -> CInt {
