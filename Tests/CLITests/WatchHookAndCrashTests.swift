@@ -87,14 +87,16 @@ import Testing
         let hook = #"setsid sh -c 'echo $$ > "$OUT/detached"; exec sleep 600' & echo $$ > "$OUT/hook"; sleep 600"#
         let watcher = try RunningWatcher(
             container, ["--hook-timeout", "600", "--exec", "export OUT='\(out)'; " + hook])
-        let reported = waitUntil(timeout: 30) {
-            ["hook", "detached"].allSatisfy { (try? String(contentsOfFile: out + "/" + $0, encoding: .utf8)) != nil }
+        // The shell makes each file (its redirection) before echo writes the pid: wait for a whole line.
+        func pid(_ name: String) -> pid_t? {
+            guard let text = try? String(contentsOfFile: out + "/" + name, encoding: .utf8), text.hasSuffix("\n")
+            else { return nil }
+            return pid_t(text.dropLast())
         }
+        let reported = waitUntil(timeout: 30) { pid("hook") != nil && pid("detached") != nil }
         try #require(reported, "the hook started")
-        let pids = try ["hook", "detached"].map { name in
-            let text = try String(contentsOfFile: out + "/" + name, encoding: .utf8)
-            return try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), "\(name): \(text)")
-        }
+        let pids = ["hook", "detached"].compactMap(pid)
+        #expect(pids.count == 2)
         #expect(pids.allSatisfy { !processIsGone($0) }, "both run while the watcher does")
         watcher.kill9()
         for pid in pids {
