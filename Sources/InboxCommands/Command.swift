@@ -40,7 +40,7 @@ extension Command {
                 ("--container DIR", "the container (default: $INBOX_CONTAINER, else ~/.local/share/inbox/default)"),
                 ("-h, --help", "show this help"),
             ], width: width)
-        return lines.joined(separator: "\n")
+        return TextWrapping.joined(lines)
     }
 }
 

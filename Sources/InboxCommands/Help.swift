@@ -29,7 +29,7 @@ enum Help {
         lines += TextWrapping.wrap(
             "See 'inbox help COMMAND' or 'inbox COMMAND --help' for a command's options, and 'inbox --version' for the version.",
             width: width)
-        return lines.joined(separator: "\n")
+        return TextWrapping.joined(lines)
     }
 
     /// The command named `name`, or a usage error that suggests the nearest name.

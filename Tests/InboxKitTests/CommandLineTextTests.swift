@@ -39,4 +39,13 @@ import Testing
             #expect(words == ("--container DIR " + text + " -h help").split(separator: " "))
         }
     }
+
+    @Test func wrapCountsItsPrefixesAndJoinedPutsNewlinesBetween() {
+        #expect(TextWrapping.wrap("a bb ccc", width: 6, first: "X: ", rest: "  ") == ["X: a", "  bb", "  ccc"])
+        #expect(TextWrapping.wrap("abcdefghij k", width: 5) == ["abcdefghij", "k"], "a long word stays whole")
+        #expect(TextWrapping.wrap("é é", width: 3) == ["é é"], "columns are scalars, not bytes")
+        #expect(TextWrapping.wrap("", width: 10, first: "> ") == ["> "])
+        #expect(TextWrapping.joined(["a", "", "b"]) == "a\n\nb")
+        #expect(TextWrapping.joined(["a"]) == "a" && TextWrapping.joined([]) == "")
+    }
 }

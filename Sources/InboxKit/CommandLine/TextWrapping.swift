@@ -4,20 +4,40 @@ public enum TextWrapping {
     /// `text` broken at spaces into lines of at most `width` columns, the first prefixed by `first` and the
     /// others by `rest`. A word longer than a line stays whole on a line of its own.
     public static func wrap(_ text: String, width: Int, first: String = "", rest: String = "") -> [String] {
+        // Concrete String and Substring appends only: a generic one looks its types up by name at its first call,
+        // a cost `inbox --help` paid at each start (ARCHITECTURE.md, "Start-up and memory").
         var lines: [String] = []
         var line = first
+        var columns = first.unicodeScalars.count
         var lineHasWord = false
         for word in text.split(separator: " ", omittingEmptySubsequences: true) {
-            if lineHasWord, line.unicodeScalars.count + 1 + word.unicodeScalars.count > width {
+            let length = word.unicodeScalars.count
+            if lineHasWord, columns + 1 + length > width {
                 lines.append(line)
                 line = rest
+                columns = rest.unicodeScalars.count
                 lineHasWord = false
             }
-            line += (lineHasWord ? " " : "") + word
+            if lineHasWord {
+                line.append(" ")
+                columns += 1
+            }
+            line.append(contentsOf: word)
+            columns += length
             lineHasWord = true
         }
         lines.append(line)
         return lines
+    }
+
+    /// `lines` joined by newlines, with no newline after the last.
+    public static func joined(_ lines: [String]) -> String {
+        var text = ""
+        for (index, line) in lines.enumerated() {
+            if index > 0 { text.append("\n") }
+            text.append(line)
+        }
+        return text
     }
 
     /// A two-column table, `  key  what it does`, the second column wrapped and aligned. When the keys are too
