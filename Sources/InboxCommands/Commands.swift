@@ -210,6 +210,7 @@ struct WatchCommand: Command {
         }
         options.once = arguments.flags.contains("--once")
         options.report = { Output.problem($0) }
+        options.streamsArrivals = false  // the lines of --format come from onSettled
         let lines = try lineFormat(arguments)
         if let lines {
             // A reader that leaves ends the watcher after the batch in hand (status 0), not SIGPIPE mid-batch.

@@ -30,6 +30,10 @@ public struct WatchOptions: Sendable {
     /// the `arrivals` stream gets them. The watcher waits for it, so none is skipped however slow it is (the stream
     /// keeps only the newest). Returning false stops the watcher as `stop()` does: after this batch.
     public var onSettled: (@Sendable ([Arrival]) -> Bool)?
+    /// Whether the `arrivals` stream gets each arrival, the newest 1,024 kept until read. Off, the stream ends at
+    /// once, empty, and a watcher neither copies an arrival into it nor holds any there: `inbox watch` and each
+    /// container of a `WatcherFleet` turn it off, as nothing reads their streams.
+    public var streamsArrivals = true
 
     /// The defaults.
     public init() {}
@@ -101,9 +105,11 @@ public final class Watcher: Sendable {
         self.options = options
         self.handler = handler
         (stream, continuation) = AsyncStream.makeStream(of: Arrival.self, bufferingPolicy: .bufferingNewest(1024))
+        if !options.streamsArrivals { continuation.finish() }
     }
 
-    /// Every arrival as it is handled. The stream keeps the newest 1,024 when nobody reads it.
+    /// Every arrival as it is handled. The stream keeps the newest 1,024 when nobody reads it; with
+    /// `WatchOptions.streamsArrivals` off it is empty.
     public var arrivals: AsyncStream<Arrival> { stream }
 
     /// Asks the watcher to stop: it finishes the batch in hand, logs `watch-stopped` and `run` returns.
@@ -135,6 +141,7 @@ public final class Watcher: Sendable {
 
     /// Hands a batch's arrivals to the `arrivals` stream.
     func deliver(_ arrivals: [Arrival]) {
+        guard options.streamsArrivals else { return }
         for arrival in arrivals { continuation.yield(arrival) }
     }
 

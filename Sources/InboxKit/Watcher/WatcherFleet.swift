@@ -58,6 +58,11 @@ public final class WatcherFleet: Sendable {
         state.withLock { $0.members.filter { $0.value.watcher != nil }.map(\.key).sorted() }
     }
 
+    /// The watcher serving `path` now, if any.
+    func watcher(serving path: String) -> Watcher? {
+        state.withLock { $0.members[path]?.watcher }
+    }
+
     /// Asks every watcher to stop (each finishes the batch in hand) and `run` to return.
     public func stop() {
         let watchers = state.withLock { state -> [Watcher] in
@@ -194,6 +199,8 @@ public final class WatcherFleet: Sendable {
             return
         }
         var options = self.options
+        // Nothing can read a member's stream: without it, each container would hold its newest 1,024 arrivals.
+        options.streamsArrivals = false
         if let report = self.options.report {
             options.report = { @Sendable line in report("\(path): \(line)") }
         }
