@@ -62,6 +62,57 @@ import Testing
         }
     }
 
+    @Test func aContainerLetGoLeavesNoDescriptorOpenInIt() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/apps"
+        try initContainer(root + "/a")
+        let fleet = try startFleet(root)
+        defer { _ = fleet.terminate() }
+        #expect(started(root + "/a"))
+        #expect(try deliveredIsMoved(root + "/a", "a.txt", folder))
+        let away = folder.path + "/away"
+        try FileManager.default.moveItem(atPath: root + "/a", toPath: away)
+        // What the fleet's descriptors name inside the container: its log, lock and folders while it served it.
+        func held() -> [String] {
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(fleet.pid)/fd")) ?? []
+            return fds.compactMap {
+                try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(fleet.pid)/fd/" + $0)
+            }
+            .filter { $0.hasPrefix(away + "/") }
+        }
+        #expect(waitUntil(timeout: 30) { held().isEmpty }, "still open: \(held())")
+        kill(fleet.pid, SIGTERM)
+        let result = try fleet.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains(root + "/a: removed"), "\(result.stderr)")
+    }
+
+    @Test func aRootThatCannotBeWatchedAgainIsSaidOnceAndContainersMadeOnceItIsAreServed() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/apps"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let fleet = try startFleet(root)
+        defer { _ = fleet.terminate() }
+        try initContainer(root + "/a")
+        #expect(started(root + "/a"), "the fleet watches its root")
+        // The root replaced by a file: the fleet cannot watch it again.
+        try FileManager.default.removeItem(atPath: root)
+        #expect(FileManager.default.createFile(atPath: root, contents: Data()))
+        // The hub tries again each second; a few tries fail before the file goes, each after the first unsaid.
+        Thread.sleep(forTimeInterval: 2.5)
+        try FileManager.default.removeItem(atPath: root)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: false)
+        try initContainer(root + "/b")
+        #expect(started(root + "/b"), "a container made once the root is watched again is served")
+        #expect(try deliveredIsMoved(root + "/b", "b.txt", folder))
+        kill(fleet.pid, SIGTERM)
+        let result = try fleet.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.filter { $0.contains("(containers made meanwhile wait)") }.count == 1, "\(result.stderr)")
+        #expect(lines.filter { $0.hasSuffix("watching \(root) again") }.count == 1, "\(result.stderr)")
+    }
+
     @Test func aBrokenContainerAndOneHeldByAnotherWatcherLeaveTheOthersServed() throws {
         let folder = try TemporaryFolder()
         let root = folder.path + "/apps"

@@ -95,19 +95,21 @@ final class BackgroundCleanup: Sendable {
         while true {
             // The job due first is cleaned for when its time comes; the thread ends with the last job.
             // Whether it is due is decided under the lock, where `cleaning` is set: `drop` then leaves it alone.
-            let next = state.withLock { state -> (job: Job, wait: Duration?)? in
+            // A wait holds no job: one dropped meanwhile lets go of its watcher (and its container's descriptors)
+            // at once, not when the wait ends.
+            let next = state.withLock { state -> (job: Job?, wait: Duration?)? in
                 guard let next = state.jobs.min(by: { $0.due < $1.due }) else {
                     state.threadRuns = false
                     return nil
                 }
                 let now = ContinuousClock.now
-                guard next.due <= now else { return (next.job, next.due - now) }
+                guard next.due <= now else { return (nil, next.due - now) }
                 state.cleaning = next.job
                 return (next.job, nil)
             }
-            guard let (job, wait) = next else { return }
-            if let wait {
-                _ = wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(wait)))
+            guard let next else { return }
+            guard let job = next.job else {
+                _ = wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(next.wait ?? .zero)))
                 continue
             }
             if !job.isStopped { job.watcher.applyCleanupPolicy(shouldStop: { job.isStopped }) }

@@ -5,15 +5,20 @@ import Glibc
 /// or coming), Documents (the Inbox going or coming) and the Inbox, recreating the last two when they are missing,
 /// and turns events into names and rescans on the `WatchQueue`. When the Inbox or Documents is deleted, moved or
 /// recreated, the hub starts over and this asks for a rescan (which also reopens the folders by path).
+/// When the folders cannot be watched again, `watching` is told once (the failure), and once more (nil) when they
+/// are.
 final class InboxEvents: InotifySubscriber {
     let inboxPath: String
     let queue: WatchQueue
     private let documentsPath: String
     private let rootPath: String
+    private let watching: @Sendable (ContainerError?) -> Void
+    private let streak = UnwatchedStreak()
 
-    init(inboxPath: String, queue: WatchQueue) {
+    init(inboxPath: String, queue: WatchQueue, watching: @escaping @Sendable (ContainerError?) -> Void = { _ in }) {
         self.inboxPath = inboxPath
         self.queue = queue
+        self.watching = watching
         documentsPath = Self.folder(of: inboxPath)
         rootPath = Self.folder(of: documentsPath)
     }
@@ -61,7 +66,12 @@ final class InboxEvents: InotifySubscriber {
     }
 
     func rescan(_ reason: String, overflow: Bool) {
+        if streak.rescanned(overflow: overflow) { watching(nil) }
         queue.requestRescan(reason, overflow: overflow)
+    }
+
+    func unwatched(_ error: ContainerError) {
+        if streak.failed() { watching(error) }
     }
 
     /// The folder that holds `path`.

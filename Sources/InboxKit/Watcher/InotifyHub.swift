@@ -11,15 +11,19 @@ protocol InotifySubscriber: AnyObject, Sendable {
     func folders() throws(ContainerError) -> [(path: String, mask: InotifyMask)]
     /// An event on the folder at `index` in `folders()`; returns a reason to start over when a watch ended.
     func handle(_ event: InotifyEvent, folder index: Int) -> String?
-    /// Events may have been missed (a restart, an overflow): everything watched must be scanned.
+    /// Events may have been missed (a restart, an overflow): everything watched must be scanned. After
+    /// `unwatched`, the first such call that is not an overflow's says the folders are watched again.
     func rescan(_ reason: String, overflow: Bool)
+    /// The folders, watched before, could not be watched again (after a restart): called at each failed try,
+    /// one a wake, until a try succeeds and `rescan` follows.
+    func unwatched(_ error: ContainerError)
 }
 
 /// The one thread of the process that talks to libinotifytools, which has one global, thread-unsafe instance: it
 /// serves every watcher of the process (one container or many), each a subscriber with its own folders. When a
 /// watched folder ends (deleted, moved, replaced), it starts over for all: cleanup, initialise, watch every
-/// subscriber's folders again, and ask each for a rescan. A subscriber whose folders cannot be watched is tried
-/// again at each wake, and the others go on.
+/// subscriber's folders again, and ask each for a rescan. A subscriber whose folders cannot be watched is told so
+/// (`unwatched`) and tried again at each wake, and the others go on.
 ///
 /// Registrations are taken up when the thread next wakes: at once when it starts, else within the library's
 /// one-second wait.
@@ -198,17 +202,45 @@ final class InotifyHub: Sendable {
         }
     }
 
-    /// A subscriber not yet started fails its registration; a started one is tried again later.
+    /// A subscriber not yet started fails its registration; a started one is told, and tried again at the next wake.
     private func fail(_ id: ObjectIdentifier, _ error: ContainerError) {
         let entry = state.withLock { state -> Entry? in
-            guard let entry = state.entries[id], !entry.isStarted else { return nil }
-            state.entries.removeValue(forKey: id)
+            guard let entry = state.entries[id] else { return nil }
+            if !entry.isStarted { state.entries.removeValue(forKey: id) }
             return entry
         }
-        entry?.watched(error)
+        guard let entry else { return }
+        if entry.isStarted {
+            entry.subscriber.unwatched(error)
+        } else {
+            entry.watched(error)
+        }
     }
 
     private func subscribers() -> [any InotifySubscriber] {
         state.withLock { $0.entries.values.map(\.subscriber) }
+    }
+}
+
+/// Whether a subscriber's folders are left unwatched: the first failure of a streak, and the first rescan after it
+/// that is not an overflow's (the hub's, once they are watched again), are news; the tries between are not.
+final class UnwatchedStreak: Sendable {
+    private let unwatched = Mutex(false)
+
+    /// Whether this failure starts a streak.
+    func failed() -> Bool {
+        unwatched.withLock { state in
+            defer { state = true }
+            return !state
+        }
+    }
+
+    /// Whether this rescan ends a streak.
+    func rescanned(overflow: Bool) -> Bool {
+        guard !overflow else { return false }
+        return unwatched.withLock { state in
+            defer { state = false }
+            return state
+        }
     }
 }

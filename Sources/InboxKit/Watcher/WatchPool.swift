@@ -32,12 +32,18 @@ final class WatchPool: Sendable {
         }
     }
 
+    /// A member as a timer holds it: an entry does not keep it, so one that ended lets go of its watcher (and the
+    /// container's descriptors, which pin its folders) at once, not when the entry comes due.
+    private struct Timed {
+        weak var member: Member?
+    }
+
     private struct State {
         var line: [Member] = []
         var head = 0
         var members: [ObjectIdentifier: Member] = [:]
         /// The members' due times, soonest first; an entry whose member is now due at another time is stale.
-        var timers = TimerHeap<Member>()
+        var timers = TimerHeap<Timed>()
         var threads = 0
         /// The threads waiting for work, the last to wait first woken.
         var sleepers: [Sleeper] = []
@@ -187,9 +193,9 @@ final class WatchPool: Sendable {
     /// The first member in line, after those whose time has come have joined it.
     private func nextInLine(_ state: inout State) -> Member? {
         let now = ContinuousClock.now
-        while let (due, member) = state.timers.popDue(by: now) {
-            // An older entry of a member since due at another time: stale.
-            guard member.scheduled == due else { continue }
+        while let (due, timed) = state.timers.popDue(by: now) {
+            // An older entry of a member since due at another time, or one that ended: stale.
+            guard let member = timed.member, member.scheduled == due else { continue }
             member.scheduled = nil
             if member.due == due, !member.inLine, !member.inTurn { putInLine(member, &state) }
         }
@@ -247,7 +253,7 @@ final class WatchPool: Sendable {
             guard member.scheduled != due else { return (nil, false) }
             member.scheduled = due
             let soonest = state.timers.soonest
-            state.timers.push(due, member)
+            state.timers.push(due, Timed(member: member))
             // Sooner than any thread waits for: one is woken to wait again for this.
             guard soonest.map({ due < $0 }) ?? true else { return (nil, false) }
             return (state.sleepers.popLast(), false)

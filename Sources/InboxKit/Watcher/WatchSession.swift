@@ -77,7 +77,9 @@ final class WatchSession {
             try pipeline.recoverInterruptedBatch()
             // `once` reads the folder and never inotify.
             if !options.once {
-                let subscription = InboxEvents(inboxPath: inbox.container.path(.inbox), queue: watcher.queue)
+                let subscription = InboxEvents(inboxPath: inbox.container.path(.inbox), queue: watcher.queue) {
+                    [weak watcher] failure in if let watcher { Self.watching(failure, by: watcher) }
+                }
                 switch start {
                 case .blocking:
                     try subscription.start()
@@ -112,6 +114,27 @@ final class WatchSession {
 
     deinit {
         release()
+    }
+
+    /// Says, on the hub's thread, that the Inbox could not be watched again (reported and logged as an `error`
+    /// record; the hub tries again each second, the periodic scan goes on), or, nil, that it is watched again.
+    private static func watching(_ failure: ContainerError?, by watcher: Watcher) {
+        guard let failure else {
+            watcher.report("watching the Inbox again")
+            return
+        }
+        watcher.report("\(failure.message); trying again every second")
+        let inbox = watcher.inbox
+        do throws(ContainerError) {
+            let path = Array(Place.inbox.relativePath(appName: inbox.container.appName).utf8)
+            try inbox.log.append(
+                Event(
+                    .error,
+                    ["during": .string("watch the Inbox"), "path": .path(path), "message": .string(failure.message)]),
+                durable: true)
+        } catch {
+            watcher.report("cannot log it in the container: \(error.message)")
+        }
     }
 
     /// When the session wants a turn though nothing is queued: the next retry or periodic scan (`once`: within a

@@ -277,6 +277,7 @@ public final class WatcherFleet: Sendable {
 private final class RootEvents: InotifySubscriber {
     let path: String
     private let fleet: WatcherFleet
+    private let streak = UnwatchedStreak()
 
     init(path: String, fleet: WatcherFleet) {
         self.path = path
@@ -294,6 +295,15 @@ private final class RootEvents: InotifySubscriber {
     }
 
     func rescan(_ reason: String, overflow: Bool) {
+        if streak.rescanned(overflow: overflow) {
+            fleet.options.report?("watching \(path) again")
+        }
         fleet.rescanRoot()
+    }
+
+    func unwatched(_ error: ContainerError) {
+        if streak.failed() {
+            fleet.options.report?("\(error.message); trying again every second (containers made meanwhile wait)")
+        }
     }
 }
