@@ -15,7 +15,7 @@ final class InboxEvents: InotifySubscriber {
     private let watching: @Sendable (ContainerError?) -> Void
     private let streak = UnwatchedStreak()
 
-    init(inboxPath: String, queue: WatchQueue, watching: @escaping @Sendable (ContainerError?) -> Void = { _ in }) {
+    init(inboxPath: String, queue: WatchQueue, watching: @escaping @Sendable (ContainerError?) -> Void) {
         self.inboxPath = inboxPath
         self.queue = queue
         self.watching = watching
