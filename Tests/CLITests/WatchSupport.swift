@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Glibc
 import Testing
@@ -107,4 +108,25 @@ func runMerged(_ program: String, _ arguments: [String], environment: [String: S
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+/// Swaps the folder at `path` with a new empty file in one step (`renameat2(RENAME_EXCHANGE)`), so that a watcher
+/// never finds the name missing (it would make the folder again); returns where the folder went. Swapping back
+/// (`exchange(path, with: returned)`) puts it back as it was.
+@discardableResult
+func replaceWithFile(_ path: String) throws -> String {
+    let aside = path + ".swapped"
+    guard FileManager.default.createFile(atPath: aside, contents: Data()) else {
+        throw POSIXError(.EEXIST)
+    }
+    try exchange(path, with: aside)
+    return aside
+}
+
+/// `renameat2(RENAME_EXCHANGE)` of two paths.
+func exchange(_ first: String, with second: String) throws {
+    let renameExchange: UInt32 = 2
+    guard inbox_renameat2(AT_FDCWD, first, AT_FDCWD, second, renameExchange) == 0 else {
+        throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+    }
 }

@@ -108,38 +108,6 @@ import Testing
         #expect(try watcher.stop().status == 0)
     }
 
-    @Test func anInboxThatCannotBeWatchedAgainIsSaidOnceAndWatchedOnceItCanBe() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
-        let documents = container + "/Documents"
-        let watcher = try RunningWatcher(container, ["--on-arrival", "move"])
-        // Documents replaced by a file: the watcher cannot make the Inbox again to watch it.
-        try FileManager.default.removeItem(atPath: documents)
-        #expect(FileManager.default.createFile(atPath: documents, contents: Data()))
-        let unwatched = {
-            logRecords(container, event: "error").filter { $0["during"] as? String == "watch the Inbox" }
-        }
-        #expect(waitUntil { !unwatched().isEmpty }, "the failure is logged in the container")
-        #expect(unwatched().first?["path"] as? String == "Documents/Inbox")
-        // The hub tries again each second: a few tries fail before the file goes, each after the first unsaid.
-        Thread.sleep(forTimeInterval: 2.5)
-        try FileManager.default.removeItem(atPath: documents)
-        #expect(
-            waitUntil {
-                logRecords(container, event: "rescan").contains { $0["reason"] as? String == "watched again" }
-            }, "watched again once it can be, and scanned")
-        try writeFiles(1, in: folder.path + "/staging", prefix: "after")
-        try FileManager.default.moveItem(
-            atPath: folder.path + "/staging/after0.txt", toPath: documents + "/Inbox/after0.txt")
-        #expect(waitUntil { FileManager.default.fileExists(atPath: documents + "/after0.txt") }, "and moves again")
-        let stopped = try watcher.stop()
-        #expect(stopped.status == 0)
-        #expect(unwatched().count == 1, "one record for the streak")
-        let lines = stopped.stderr.split(separator: "\n")
-        #expect(lines.filter { $0.contains("trying again every second") }.count == 1, "\(stopped.stderr)")
-        #expect(lines.filter { $0.hasSuffix("watching the Inbox again") }.count == 1, "\(stopped.stderr)")
-    }
-
     @Test func aSecondWatcherExits75NamingTheFirst() throws {
         let folder = try TemporaryFolder()
         let container = try folder.container()
