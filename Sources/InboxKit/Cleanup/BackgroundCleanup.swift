@@ -91,26 +91,36 @@ final class BackgroundCleanup: Sendable {
         if dropped { job.finished.signal() }
     }
 
+    /// What the thread does next.
+    private enum Next {
+        case end
+        case wait(Duration)
+        case clean(Job)
+    }
+
     private func run() {
         while true {
             // The job due first is cleaned for when its time comes; the thread ends with the last job.
             // Whether it is due is decided under the lock, where `cleaning` is set: `drop` then leaves it alone.
             // A wait holds no job: one dropped meanwhile lets go of its watcher (and its container's descriptors)
             // at once, not when the wait ends.
-            let next = state.withLock { state -> (job: Job?, wait: Duration?)? in
+            let next = state.withLock { state -> Next in
                 guard let next = state.jobs.min(by: { $0.due < $1.due }) else {
                     state.threadRuns = false
-                    return nil
+                    return .end
                 }
                 let now = ContinuousClock.now
-                guard next.due <= now else { return (nil, next.due - now) }
+                guard next.due <= now else { return .wait(next.due - now) }
                 state.cleaning = next.job
-                return (next.job, nil)
+                return .clean(next.job)
             }
-            guard let next else { return }
-            guard let job = next.job else {
-                _ = wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(next.wait ?? .zero)))
+            let job: Job
+            switch next {
+            case .end: return
+            case .wait(let wait):
+                _ = wake.wait(timeout: .now() + .nanoseconds(Self.nanoseconds(wait)))
                 continue
+            case .clean(let due): job = due
             }
             if !job.isStopped { job.watcher.applyCleanupPolicy(shouldStop: { job.isStopped }) }
             let over = state.withLock { state -> Bool in
