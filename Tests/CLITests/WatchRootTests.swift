@@ -107,7 +107,9 @@ import Testing
         let result = try fleet.finish()
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stderr.split(separator: "\n")
-        #expect(lines.filter { $0.contains("(containers made meanwhile wait)") }.count == 1, "\(result.stderr)")
+        #expect(
+            lines.filter { $0.contains("trying again every second, reading it when it changes") }.count == 1,
+            "\(result.stderr)")
         #expect(lines.filter { $0.hasSuffix("watching \(root) again") }.count == 1, "\(result.stderr)")
     }
 
@@ -133,6 +135,7 @@ import Testing
             waitUntil(timeout: 30) {
                 logRecords(root + "/" + name, event: "error").contains {
                     $0["during"] as? String == "watch" && $0["exit_status"] as? Int == status
+                        && ($0["message"] as? String)?.isEmpty == false && $0["errno"] is Int
                 }
             }
         }

@@ -47,16 +47,18 @@ final class RunningWatcher {
     let container: String
 
     /// Starts `inbox watch ARGS…` and waits until its `watch-started` record is logged; with `terminalColumns`,
-    /// its stdout is a pseudo-terminal (see `InboxProcess.start`).
+    /// its stdout is a pseudo-terminal (see `InboxProcess.start`). With `under`, that program runs it (its path
+    /// and arguments before inbox's path, as `unshare … --`).
     init(
         _ container: String, _ arguments: [String] = [], environment: [String: String] = [:],
-        terminalColumns: UInt16? = nil
+        terminalColumns: UInt16? = nil, under: [String] = []
     ) throws {
         self.container = container
         let before = logRecords(container, event: "watch-started").count
+        let command = under.isEmpty ? [] : Array(under.dropFirst()) + [InboxProcess.binary]
         child = try InboxProcess.start(
-            (["--container", container, "watch"] + arguments).map { Array($0.utf8) }, environment: environment,
-            terminalColumns: terminalColumns)
+            (command + ["--container", container, "watch"] + arguments).map { Array($0.utf8) },
+            environment: environment, terminalColumns: terminalColumns, executable: under.first ?? InboxProcess.binary)
         let started = waitUntil(timeout: 30) { logRecords(container, event: "watch-started").count > before }
         #expect(started, "the watcher logged watch-started")
     }

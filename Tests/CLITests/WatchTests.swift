@@ -108,39 +108,6 @@ import Testing
         #expect(try watcher.stop().status == 0)
     }
 
-    @Test func anInboxThatCannotBeWatchedAgainIsSaidOnceAndWatchedOnceItCanBe() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
-        let documents = container + "/Documents"
-        let watcher = try RunningWatcher(container, ["--on-arrival", "move"])
-        // After the start-up scan (which fails, as it should, when it finds no Inbox to open): Documents swapped for
-        // a file in one step, so the watcher can neither make the Inbox again nor watch it.
-        #expect(waitUntil { !logRecords(container, event: "rescan").isEmpty }, "the start-up scan is done")
-        let aside = try replaceWithFile(documents)
-        let unwatched = {
-            logRecords(container, event: "error").filter { $0["during"] as? String == "watch the Inbox" }
-        }
-        #expect(waitUntil { !unwatched().isEmpty }, "the failure is logged in the container")
-        #expect(unwatched().first?["path"] as? String == "Documents/Inbox")
-        // The hub tries again each second: a few tries fail before the folder comes back, each after the first unsaid.
-        Thread.sleep(forTimeInterval: 2.5)
-        try exchange(documents, with: aside)
-        #expect(
-            waitUntil {
-                logRecords(container, event: "rescan").contains { $0["reason"] as? String == "watched again" }
-            }, "watched again once it can be, and scanned")
-        try writeFiles(1, in: folder.path + "/staging", prefix: "after")
-        try FileManager.default.moveItem(
-            atPath: folder.path + "/staging/after0.txt", toPath: documents + "/Inbox/after0.txt")
-        #expect(waitUntil { FileManager.default.fileExists(atPath: documents + "/after0.txt") }, "and moves again")
-        let stopped = try watcher.stop()
-        #expect(stopped.status == 0, "\(stopped.stderr)")
-        #expect(unwatched().count == 1, "one record for the streak")
-        let lines = stopped.stderr.split(separator: "\n")
-        #expect(lines.filter { $0.contains("trying again every second") }.count == 1, "\(stopped.stderr)")
-        #expect(lines.filter { $0.hasSuffix("watching the Inbox again") }.count == 1, "\(stopped.stderr)")
-    }
-
     @Test func aSecondWatcherExits75NamingTheFirst() throws {
         let folder = try TemporaryFolder()
         let container = try folder.container()

@@ -6,7 +6,8 @@ import Glibc
 /// and turns events into names and rescans on the `WatchQueue`. When the Inbox or Documents is deleted, moved or
 /// recreated, the hub starts over and this asks for a rescan (which also reopens the folders by path).
 /// When the folders cannot be watched again, `watching` is told once (the failure), and once more (nil) when they
-/// are.
+/// are; meanwhile the Inbox is polled at each of the hub's tries, and scanned when it may have changed (a scan that
+/// cannot read it fails the watcher, as at start-up).
 final class InboxEvents: InotifySubscriber {
     let inboxPath: String
     let queue: WatchQueue
@@ -14,6 +15,7 @@ final class InboxEvents: InotifySubscriber {
     private let rootPath: String
     private let watching: @Sendable (ContainerError?) -> Void
     private let streak = UnwatchedStreak()
+    private let poll = FolderPoll()
 
     init(inboxPath: String, queue: WatchQueue, watching: @escaping @Sendable (ContainerError?) -> Void) {
         self.inboxPath = inboxPath
@@ -66,12 +68,16 @@ final class InboxEvents: InotifySubscriber {
     }
 
     func rescan(_ reason: String, overflow: Bool) {
-        if streak.rescanned(overflow: overflow) { watching(nil) }
+        if streak.rescanned(overflow: overflow) {
+            poll.forget()
+            watching(nil)
+        }
         queue.requestRescan(reason, overflow: overflow)
     }
 
     func unwatched(_ error: ContainerError) {
         if streak.failed() { watching(error) }
+        if poll.changed(inboxPath) { queue.requestRescan("unwatched") }
     }
 
     /// The folder that holds `path`.

@@ -15,7 +15,7 @@ protocol InotifySubscriber: AnyObject, Sendable {
     /// `unwatched`, the first such call that is not an overflow's says the folders are watched again.
     func rescan(_ reason: String, overflow: Bool)
     /// The folders, watched before, could not be watched again (after a restart): called at each failed try,
-    /// one a wake, until a try succeeds and `rescan` follows.
+    /// about once a second, until a try succeeds and `rescan` follows.
     func unwatched(_ error: ContainerError)
 }
 
@@ -26,7 +26,7 @@ protocol InotifySubscriber: AnyObject, Sendable {
 /// (`unwatched`) and tried again at each wake, and the others go on.
 ///
 /// Registrations are taken up when the thread next wakes: at once when it starts, else within the library's
-/// one-second wait.
+/// one-second wait. A subscriber left unwatched is tried again once a second at most.
 final class InotifyHub: Sendable {
     static let shared = InotifyHub()
 
@@ -98,7 +98,10 @@ final class InotifyHub: Sendable {
 
     private func run() {
         var initialized = false
+        // Subscribers left unwatched are tried again once a second, however many events come for the others.
+        var nextRetry = ContinuousClock.now
         while true {
+            let retry = ContinuousClock.now >= nextRetry
             let work = state.withLock { state -> (stop: Bool, pending: [ObjectIdentifier], removed: Bool) in
                 if state.entries.isEmpty {
                     // Under the lock: a registration that comes next starts a thread of its own, after this.
@@ -110,9 +113,11 @@ final class InotifyHub: Sendable {
                 }
                 let removed = !state.removed.isEmpty
                 state.removed.removeAll()
-                return (false, state.entries.filter { !$0.value.isWatched }.map(\.key), removed)
+                let pending = state.entries.filter { !$0.value.isWatched && (retry || !$0.value.isStarted) }
+                return (false, pending.map(\.key), removed)
             }
             if work.stop { break }
+            if retry { nextRetry = .now + .seconds(1) }
             if !initialized {
                 initialized = start(all: "start")
             } else if work.removed {
@@ -180,6 +185,11 @@ final class InotifyHub: Sendable {
             for (index, folder) in try subscriber.folders().enumerated() {
                 do {
                     added.append((try Inotify.watch(folder.path, folder.mask), index))
+                } catch .noSpace {
+                    throw ContainerError(
+                        .failure,
+                        "cannot watch '\(folder.path)': the user's inotify watches are all taken"
+                            + " (see /proc/sys/fs/inotify/max_user_watches)", cause: .noSpace)
                 } catch {
                     throw error.failure("watch", folder.path)
                 }

@@ -117,20 +117,24 @@ final class WatchSession {
     }
 
     /// Says, on the hub's thread, that the Inbox could not be watched again (reported and logged as an `error`
-    /// record; the hub tries again each second, the periodic scan goes on), or, nil, that it is watched again.
+    /// record; the hub tries again each second, and meanwhile the Inbox is scanned when it changes), or, nil, that
+    /// it is watched again.
     private static func watching(_ failure: ContainerError?, by watcher: Watcher) {
         guard let failure else {
             watcher.report("watching the Inbox again")
             return
         }
-        watcher.report("\(failure.message); trying again every second")
+        watcher.report("\(failure.message); trying again every second, scanning the Inbox when it changes")
         let inbox = watcher.inbox
         do throws(ContainerError) {
             let path = Array(Place.inbox.relativePath(appName: inbox.container.appName).utf8)
             try inbox.log.append(
                 Event(
                     .error,
-                    ["during": .string("watch the Inbox"), "path": .path(path), "message": .string(failure.message)]),
+                    [
+                        "during": .string("watch the Inbox"), "path": .path(path),
+                        "errno": .int(Int64(failure.cause?.rawValue ?? 0)), "message": .string(failure.message),
+                    ]),
                 durable: true)
         } catch {
             watcher.report("cannot log it in the container: \(error.message)")

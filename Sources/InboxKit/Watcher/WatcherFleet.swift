@@ -129,7 +129,7 @@ public final class WatcherFleet: Sendable {
     /// Adds the folders under the root not yet known (each tried at once) and lets go of those gone.
     private func lookAtRoot() {
         guard let root else { return }
-        let (names, everything) = state.withLock { state in
+        let (names, asked) = state.withLock { state in
             defer {
                 state.mentioned.removeAll()
                 state.rescanRoot = false
@@ -137,12 +137,15 @@ public final class WatcherFleet: Sendable {
             return (state.mentioned, state.rescanRoot)
         }
         var present: Set<String> = []
+        var everything = asked
         if everything {
             do {
                 let folder = try FileDescriptor(root, [.directory])
                 present = Set(try folder.entries().filter { !$0.isHidden }.map(\.string))
             } catch {
                 report(root, "cannot read the folder of containers: \(error)")
+                // Gone, its containers are let go; unreadable for now, they go on.
+                everything = error == .noSuchFile || error == .notDirectory
             }
         }
         let looked = everything ? present.union(names) : names
@@ -228,8 +231,8 @@ public final class WatcherFleet: Sendable {
                     Event(
                         .error,
                         [
-                            "during": .string("watch"), "reason": .string(failure.message),
-                            "exit_status": .int(Int64(failure.code.rawValue)),
+                            "during": .string("watch"), "errno": .int(Int64(failure.cause?.rawValue ?? 0)),
+                            "message": .string(failure.message), "exit_status": .int(Int64(failure.code.rawValue)),
                         ]),
                     durable: true)
             } catch {
@@ -278,6 +281,7 @@ private final class RootEvents: InotifySubscriber {
     let path: String
     private let fleet: WatcherFleet
     private let streak = UnwatchedStreak()
+    private let poll = FolderPoll()
 
     init(path: String, fleet: WatcherFleet) {
         self.path = path
@@ -296,6 +300,7 @@ private final class RootEvents: InotifySubscriber {
 
     func rescan(_ reason: String, overflow: Bool) {
         if streak.rescanned(overflow: overflow) {
+            poll.forget()
             fleet.options.report?("watching \(path) again")
         }
         fleet.rescanRoot()
@@ -303,7 +308,8 @@ private final class RootEvents: InotifySubscriber {
 
     func unwatched(_ error: ContainerError) {
         if streak.failed() {
-            fleet.options.report?("\(error.message); trying again every second (containers made meanwhile wait)")
+            fleet.options.report?("\(error.message); trying again every second, reading it when it changes")
         }
+        if poll.changed(path) { fleet.rescanRoot() }
     }
 }
