@@ -65,9 +65,12 @@ import Testing
         #expect(
             logRecords(container, event: "error").filter { $0["during"] as? String == "watch the Inbox" }.count == 1,
             "the failure to watch is logged in the container")
-        // The same line and status as a watcher started so.
+        let ends = { logRecords(container, event: "error").filter { $0["during"] as? String == "watch" } }
+        #expect(ends().map { $0["exit_status"] as? Int } == [66], "the end is logged in the container")
+        // The same line, status and record as a watcher started so.
         let started = try InboxProcess.run("--container", container, "watch", "--on-arrival", "move")
         #expect(started.status == 66)
+        #expect(ends().count == 2 && ends()[0]["message"] as? String == ends()[1]["message"] as? String)
         let last = ended.stderr.split(separator: "\n").last.map(String.init)
         #expect(last != nil && last == started.stderr.split(separator: "\n").last.map(String.init), "\(ended.stderr)")
     }

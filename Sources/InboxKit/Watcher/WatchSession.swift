@@ -208,9 +208,14 @@ final class WatchSession {
         return true
     }
 
+    /// With `once`, the first failure that left an item where it was, logged with it: the run's exit status
+    /// (ARCHITECTURE.md, "No silent failure").
+    var itemFailure: ContainerError? {
+        watcher.options.once ? pipeline.firstFailure : nil
+    }
+
     /// Ends the run: waits for setup and cleanup (`once`) or stops them, saves the checkpoint and logs
-    /// `watch-stopped`. With `once`, throws the status of the first item left where it was (ARCHITECTURE.md,
-    /// "No silent failure").
+    /// `watch-stopped`.
     func close() throws(ContainerError) {
         let waiting = watcher.options.once && !watcher.queue.isStopped
         setup?.finish(waiting: waiting)
@@ -221,7 +226,6 @@ final class WatchSession {
         try watcher.inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)
         watcher.report("stopped")
         release()
-        if watcher.options.once, let failure = pipeline.firstFailure { throw failure }
     }
 
     /// Lets go of the folders, the background work and the lock (also after a failure). Once only.

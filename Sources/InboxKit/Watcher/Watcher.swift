@@ -128,15 +128,39 @@ public final class Watcher: Sendable {
     }
 
     /// Runs until `stop()` (or, with `once`, until the Inbox has been handled). Only one watcher runs per
-    /// container: a second fails with exit status 75.
+    /// container: a second fails with exit status 75. A failure that ends the run is logged in the container.
     public func run() throws(ContainerError) {
         defer { signalCatch.release() }
-        let session = try WatchSession(self, start: .blocking)
-        // Asleep until something is queued or due: an idle watcher costs no CPU.
-        while try session.turn() {
-            queue.wait(until: session.nextWake)
+        let session: WatchSession
+        do {
+            session = try WatchSession(self, start: .blocking)
+            // Asleep until something is queued or due: an idle watcher costs no CPU.
+            while try session.turn() {
+                queue.wait(until: session.nextWake)
+            }
+            try session.close()
+        } catch {
+            logEnded(error)
+            throw error
         }
-        try session.close()
+        if let failure = session.itemFailure { throw failure }
+    }
+
+    /// Logs the failure that ended a run as an `error` record (`during: watch`, with its exit status), where the
+    /// log can be written; says so where it cannot.
+    func logEnded(_ failure: ContainerError) {
+        do {
+            try inbox.log.append(
+                Event(
+                    .error,
+                    [
+                        "during": .string("watch"), "errno": .int(Int64(failure.cause?.rawValue ?? 0)),
+                        "message": .string(failure.message), "exit_status": .int(Int64(failure.code.rawValue)),
+                    ]),
+                durable: true)
+        } catch {
+            report("cannot log the failure in the container: \(error.message)")
+        }
     }
 
     /// Hands a batch's arrivals to the `arrivals` stream.

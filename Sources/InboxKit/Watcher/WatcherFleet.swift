@@ -225,20 +225,7 @@ public final class WatcherFleet: Sendable {
     /// A watcher ended: on a failure, it is logged in its container (when its log can be written) and reported,
     /// and the container is tried again later, unless it was removed or the fleet stops.
     private func ended(_ path: String, _ watcher: Watcher, _ failure: ContainerError?) {
-        if let failure {
-            do {
-                try watcher.inbox.log.append(
-                    Event(
-                        .error,
-                        [
-                            "during": .string("watch"), "errno": .int(Int64(failure.cause?.rawValue ?? 0)),
-                            "message": .string(failure.message), "exit_status": .int(Int64(failure.code.rawValue)),
-                        ]),
-                    durable: true)
-            } catch {
-                report(path, "cannot log its failure in the container: \(error.message)")
-            }
-        }
+        if let failure { watcher.logEnded(failure) }
         let again = state.withLock { state -> Bool in
             state.running -= 1
             guard !state.stopped, state.members[path]?.watcher === watcher else { return false }
