@@ -27,14 +27,21 @@ extension ArrivalPipeline {
             handedToSyncer.append((intents, !arrivals.isEmpty))
             let answers = syncerAnswers
             let queue = watcher.queue
+            // This thread takes the answer at its next turn or commit, woken for it only where something waits on
+            // it: records still to make durable (`syncDue`), intents to end, arrivals to settle for a reader, or a
+            // failure. Else the wake (and the contention for the answers) would come once a batch for nothing.
+            let wakes = !durable || !intents.isEmpty || (!arrivals.isEmpty && watcher.settlesArrivals)
             folderSyncer.submit(
                 FolderSyncer.Batch(
                     owner: ObjectIdentifier(self), folders: [documents, inboxFolder], shown: container.path(.documents),
                     log: inbox.log, records: applied, durable: durable,
                     done: { answer in
                         answers.put(answer)
-                        // This thread takes the answer at its next turn or commit.
-                        queue.poke()
+                        if case .failure = answer {
+                            queue.poke()
+                        } else if wakes {
+                            queue.poke()
+                        }
                     }))
             // Answered already when the batch was done on this thread (a test's fault plan).
             try finishFolderSync(waiting: false)

@@ -127,6 +127,11 @@ public final class Watcher: Sendable {
         options.report?(line)
     }
 
+    /// Whether settled arrivals go anywhere: to `onSettled` or the `arrivals` stream.
+    var settlesArrivals: Bool {
+        options.streamsArrivals || options.onSettled != nil
+    }
+
     /// Runs until `stop()` (or, with `once`, until the Inbox has been handled). Only one watcher runs per
     /// container: a second fails with exit status 75. A failure that ends the run is logged in the container.
     public func run() throws(ContainerError) {
