@@ -75,6 +75,39 @@ import Testing
         #expect(last != nil && last == started.stderr.split(separator: "\n").last.map(String.init), "\(ended.stderr)")
     }
 
+    @Test(.enabled(if: WatchLimit.canBeSet, "needs a user namespace whose inotify watch limit can be set (unshare)"))
+    func aFleetsContainerLogsWatchStartedOnlyOnceItsInboxIsWatched() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/apps"
+        let container = root + "/a"
+        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        // One watch: the root's. The container's three cannot be had.
+        let fleet = try InboxProcess.start(
+            (Array(WatchLimit.unshare.dropFirst()) + [
+                "/bin/sh", "-c", "echo 1 > /proc/sys/user/max_inotify_watches && exec \"$0\" \"$@\"",
+                InboxProcess.binary, "watch", "--root", root, "--on-arrival", "move",
+            ]).map { Array($0.utf8) }, executable: WatchLimit.unshare[0])
+        defer { _ = fleet.terminate() }
+        let failed = {
+            logRecords(container, event: "error").contains {
+                $0["during"] as? String == "watch" && ($0["message"] as? String)?.contains("inotify watches") == true
+            }
+        }
+        #expect(waitUntil(timeout: 30, failed), "its watcher fails, and says why in the container")
+        #expect(logRecords(container, event: "watch-started").isEmpty, "no watch-started: it was never watched")
+        #expect(logRecords(container, event: "watch-stopped").isEmpty)
+
+        #expect(try WatchLimit.set(1000, for: fleet.pid))
+        #expect(waitUntil(timeout: 60) { logRecords(container, event: "watch-started").count == 1 }, "tried again")
+        try deliverByRename("served", into: container + "/Documents/Inbox", folder)
+        #expect(waitUntil { FileManager.default.fileExists(atPath: container + "/Documents/served0.txt") })
+        kill(fleet.pid, SIGTERM)
+        let result = try fleet.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+        let watching = result.stderr.split(separator: "\n").filter { $0.contains("\(container): watching ") }
+        #expect(watching.count == 1, "said once, when watched: \(result.stderr)")
+    }
+
     /// Writes `<prefix>0.txt` beside the container and renames it into `inbox`, as a mail importer does.
     private func deliverByRename(_ prefix: String, into inbox: String, _ folder: TemporaryFolder) throws {
         try writeFiles(1, in: folder.path + "/staging", prefix: prefix)

@@ -15,8 +15,11 @@ final class WatchSession {
     private var cleanup: BackgroundCleanup.Job?
     private let started = ContinuousClock.now
     private var nextRescan: ContinuousClock.Instant
-    /// Set by the inotify hub when the Inbox could not be watched (pooled sessions only).
-    private let watchFailure = FailureBox()
+    /// What the inotify hub said of a pooled session's folders: watched, or a failure.
+    private let hub = HubNews()
+    /// Whether `watch-started` is logged: at once for a session on a thread of its own, which returns from `open`
+    /// once its folders are watched; at the first turn after the hub has watched them for a pooled one.
+    private var announced = false
     private var released = false
     /// Whether the pipeline's `folderSyncer` is this session's own, stopped with it.
     private var ownsSyncer = false
@@ -85,31 +88,35 @@ final class WatchSession {
                     try subscription.start()
                     watcher.queue.requestRescan("start-up")
                 case .pooled:
-                    subscription.start { [watchFailure, queue = watcher.queue] failure in
-                        if let failure {
-                            watchFailure.value.withLock { $0 = failure }
-                            queue.poke()
-                        } else {
-                            queue.requestRescan("start-up")
+                    subscription.start { [hub, queue = watcher.queue] failure in
+                        hub.news.withLock {
+                            $0.failure = failure
+                            $0.watched = failure == nil
                         }
+                        if failure == nil { queue.requestRescan("start-up") } else { queue.poke() }
                     }
                 }
                 events = subscription
             } else {
                 watcher.queue.requestRescan("start-up")
             }
-            try inbox.log.append(
-                Event(
-                    .watchStarted,
-                    ["pid": .int(Int64(getpid())), "on_arrival": .string(options.onArrival.rawValue)]),
-                durable: true)
+            if start == .blocking || options.once { try announce() }
         } catch {
             release()
             throw error
         }
+    }
+
+    /// Logs `watch-started` (DESIGN: once the Inbox is watched, before the start-up scan, so that nothing
+    /// delivered after the record can be missed), tells systemd and says so.
+    private func announce() throws(ContainerError) {
+        let inbox = watcher.inbox
+        let onArrival = watcher.options.onArrival.rawValue
+        try inbox.log.append(
+            Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(onArrival)]), durable: true)
+        announced = true
         SystemdNotify.send("READY=1")
-        watcher.report(
-            "watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(options.onArrival.rawValue))")
+        watcher.report("watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(onArrival))")
     }
 
     deinit {
@@ -162,7 +169,9 @@ final class WatchSession {
     }
 
     private func takeTurn(giveWay: () -> Bool) throws(ContainerError) -> Bool {
-        if let failure = watchFailure.value.withLock({ $0 }) { throw failure }
+        let news = hub.news.withLock { $0 }
+        if let failure = news.failure { throw failure }
+        if !announced, news.watched { try announce() }
         let queue = watcher.queue
         let options = watcher.options
         // The folders of the last batch's moves are fsynced by now: its records are appended.
@@ -223,7 +232,10 @@ final class WatchSession {
         SystemdNotify.send("STOPPING=1")
         try syncAndSettle()
         try pipeline.saveCheckpoint()
-        try watcher.inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)
+        // A pooled session stopped before its folders were watched never started.
+        if announced {
+            try watcher.inbox.log.append(Event(.watchStopped, ["pid": .int(Int64(getpid()))]), durable: true)
+        }
         watcher.report("stopped")
         release()
     }
@@ -305,7 +317,7 @@ final class WatchSession {
     }
 }
 
-/// A failure told from another thread.
-private final class FailureBox: Sendable {
-    let value = Mutex<ContainerError?>(nil)
+/// What the inotify hub tells a pooled session, from its thread.
+private final class HubNews: Sendable {
+    let news = Mutex<(watched: Bool, failure: ContainerError?)>((false, nil))
 }
