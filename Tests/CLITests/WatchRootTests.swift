@@ -113,6 +113,28 @@ import Testing
         #expect(lines.filter { $0.hasSuffix("watching \(root) again") }.count == 1, "\(result.stderr)")
     }
 
+    @Test func systemdHearsReadyOnceTheRootIsWatchedAndStoppingOnceAtTheEnd() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/apps"
+        for name in ["a", "b"] { try initContainer(root + "/" + name) }
+        let socket = try NotifySocket(folder.path + "/notify.sock")
+        let fleet = try InboxProcess.start(
+            ["watch", "--root", root].map { Array($0.utf8) }, environment: ["NOTIFY_SOCKET": socket.path])
+        defer { _ = fleet.terminate() }
+        #expect(socket.receive(within: 30) == "READY=1")
+        #expect(started(root + "/a") && started(root + "/b"))
+        // A container removed (after its start-up scan, which writes the checkpoint by path): its watcher stops,
+        // the fleet does not.
+        #expect(waitUntil { !logRecords(root + "/b", event: "rescan").isEmpty })
+        try FileManager.default.moveItem(atPath: root + "/b", toPath: folder.path + "/b-away")
+        #expect(waitUntil { logRecords(folder.path + "/b-away", event: "watch-stopped").count == 1 })
+        kill(fleet.pid, SIGTERM)
+        #expect(try fleet.finish().status == 0)
+        var heard: [String] = []
+        while let message = socket.receive(within: 0.5) { heard.append(message) }
+        #expect(heard == ["STOPPING=1"], "nothing from the containers' watchers, one STOPPING=1 from the fleet")
+    }
+
     @Test func aBrokenContainerAndOneHeldByAnotherWatcherLeaveTheOthersServed() throws {
         let folder = try TemporaryFolder()
         let root = folder.path + "/apps"

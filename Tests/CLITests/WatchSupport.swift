@@ -132,3 +132,40 @@ func exchange(_ first: String, with second: String) throws {
         throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
     }
 }
+
+/// A datagram socket bound at `path`, standing for systemd's `$NOTIFY_SOCKET`.
+final class NotifySocket {
+    let path: String
+    private let socket: CInt
+
+    init(_ path: String) throws {
+        self.path = path
+        socket = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        guard socket >= 0 else { throw POSIXError(.EMFILE) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        guard bound == 0 else {
+            close(socket)
+            throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        }
+    }
+
+    deinit {
+        close(socket)
+    }
+
+    /// The next message, or nil when none comes within `seconds`.
+    func receive(within seconds: Double) -> String? {
+        var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, Int32(seconds * 1000)) == 1 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+        return String(decoding: buffer[..<max(count, 0)], as: UTF8.self)
+    }
+}

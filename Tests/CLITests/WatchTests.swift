@@ -172,25 +172,9 @@ import Testing
     @Test func systemdHearsReadyOnceTheInboxIsWatched() throws {
         let folder = try TemporaryFolder()
         let container = try folder.container()
-        let socketPath = folder.path + "/notify.sock"
-        let socket = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        #expect(socket >= 0)
-        defer { close(socket) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(socketPath.utf8)) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(socket, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        #expect(bound == 0)
-        let watcher = try RunningWatcher(container, environment: ["NOTIFY_SOCKET": socketPath])
-        var poller = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&poller, 1, 30_000) == 1, "a datagram arrived")
-        var buffer = [UInt8](repeating: 0, count: 256)
-        let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-        #expect(String(decoding: buffer[..<max(count, 0)], as: UTF8.self) == "READY=1")
+        let socket = try NotifySocket(folder.path + "/notify.sock")
+        let watcher = try RunningWatcher(container, environment: ["NOTIFY_SOCKET": socket.path])
+        #expect(socket.receive(within: 30) == "READY=1")
         #expect(logRecords(container, event: "watch-started").count == 1, "READY=1 comes with watch-started")
         #expect(try watcher.stop().status == 0)
     }

@@ -30,6 +30,9 @@ final class WatchSession {
     /// (`.blocking`), which wakes for `syncDue` on time. A pooled session's turn may wait behind other
     /// containers' work, and its settling with it: its records are made durable by the syncer's append.
     private let groupsCommits: Bool
+    /// Whether the session is the process's one watcher (`.blocking`), which tells systemd its state; a pooled one
+    /// leaves that to its `WatcherFleet`.
+    private let notifiesSystemd: Bool
     /// How many batches past the first a turn takes while they overlap, before it looks at retries and scans.
     static let overlappedBatches = 64
 
@@ -44,6 +47,7 @@ final class WatchSession {
     init(_ watcher: Watcher, start: Start, syncer: FolderSyncer? = nil) throws(ContainerError) {
         self.watcher = watcher
         groupsCommits = start == .blocking
+        notifiesSystemd = start == .blocking
         let inbox = watcher.inbox
         let options = watcher.options
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
@@ -108,14 +112,14 @@ final class WatchSession {
     }
 
     /// Logs `watch-started` (DESIGN: once the Inbox is watched, before the start-up scan, so that nothing
-    /// delivered after the record can be missed), tells systemd and says so.
+    /// delivered after the record can be missed), tells systemd (a session of its own) and says so.
     private func announce() throws(ContainerError) {
         let inbox = watcher.inbox
         let onArrival = watcher.options.onArrival.rawValue
         try inbox.log.append(
             Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(onArrival)]), durable: true)
         announced = true
-        SystemdNotify.send("READY=1")
+        if notifiesSystemd { SystemdNotify.send("READY=1") }
         watcher.report("watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(onArrival))")
     }
 
@@ -229,7 +233,7 @@ final class WatchSession {
         let waiting = watcher.options.once && !watcher.queue.isStopped
         setup?.finish(waiting: waiting)
         cleanup?.finish(waiting: waiting)
-        SystemdNotify.send("STOPPING=1")
+        if notifiesSystemd { SystemdNotify.send("STOPPING=1") }
         try syncAndSettle()
         try pipeline.saveCheckpoint()
         // A pooled session stopped before its folders were watched never started.

@@ -98,6 +98,8 @@ public final class WatcherFleet: Sendable {
         state.withLock { state in
             for path in containers { state.members[path] = Member(retryAt: .now) }
         }
+        // Ready once the root is watched (each container logs its own watch-started); stopping once, at the end.
+        SystemdNotify.send("READY=1")
         while !state.withLock({ $0.stopped }) {
             lookAtRoot()
             startDue()
@@ -109,6 +111,7 @@ public final class WatcherFleet: Sendable {
                 wake.wait()
             }
         }
+        SystemdNotify.send("STOPPING=1")
         // Every watcher finishes its batch and logs watch-stopped. (Watchers that ended before signalled too.)
         while state.withLock({ $0.running }) > 0 { allEnded.wait() }
         pool.close()
