@@ -57,6 +57,14 @@ public struct FileDescriptor: ~Copyable {
         }.get()
     }
 
+    /// Writes all of `bytes` at `offset` (`pwrite`), continuing after short writes; the file offset stays.
+    public func writeAll(_ bytes: [UInt8], at offset: Int64) throws(Errno) {
+        var written = 0
+        while written < bytes.count {
+            written += try system_pwrite(rawValue, Array(bytes[written...]), at: offset + Int64(written))
+        }
+    }
+
     /// Reads up to `buffer.count` bytes; 0 at the end of the file.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
         try system_read(rawValue, into: buffer)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import InboxKit
 import Testing
 
 /// `inbox move`, `inbox watch` and `inbox restore` killed (SIGKILL) at every one of their system calls in turn
@@ -188,9 +189,8 @@ import Testing
                 stat(documents + "/" + name, &info) == 0 && info.st_mode & S_IWUSR != 0,
                 "crash at call \(call): \(name) has no write bit in Documents")
         }
-        let journal = container + "/Library/Application Support/inbox/journal"
-        let intents = (try? FileManager.default.contentsOfDirectory(atPath: journal)) ?? []
-        #expect(intents.isEmpty, "crash at call \(call): intents left: \(intents)")
+        let intents = Result { try MoveJournal(container: Container.open(at: container)).entriesLeft() }
+        #expect((try? intents.get()) == [], "crash at call \(call): intents left: \(intents)")
     }
 }
 

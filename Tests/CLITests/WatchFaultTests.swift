@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import InboxKit
 import Testing
 
 /// The watcher on the fault paths of a real filesystem (ARCHITECTURE.md, "No silent failure"): an Inbox on
@@ -144,8 +145,7 @@ import Testing
     }
 
     private func journalEntries(_ container: String) throws -> [String] {
-        let journal = container + "/Library/Application Support/inbox/journal"
-        return (try? FileManager.default.contentsOfDirectory(atPath: journal)) ?? []
+        try MoveJournal(container: Container.open(at: container)).entriesLeft()
     }
 }
 

@@ -43,11 +43,9 @@ struct Scratch {
             .sorted()
     }
 
-    /// The intent records left in the move journal.
+    /// The intent records left in the move journal (its slots between two moves are not).
     func journalEntries() throws -> [String] {
-        let journal = container.stateDirectory + "/journal"
-        guard exists(journal) else { return [] }
-        return try FileDescriptor(journal, [.directory]).entries().map(\.string).sorted()
+        try MoveJournal(container: container).entriesLeft()
     }
 }
 

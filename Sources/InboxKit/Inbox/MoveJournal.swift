@@ -7,10 +7,20 @@ import Glibc
 /// a move without its `moved` record. A rename's intent names the item and its identity; a copy's (a file
 /// with other hard links, or Documents on another filesystem) also the claim it renamed the item to.
 ///
-/// Each intent is a file in `Library/Application Support/inbox/journal`, locked by its mover for
-/// the whole move. An intent that can be locked by someone else has lost its mover.
+/// Each intent is a file in `Library/Application Support/inbox/journal`, locked by its mover for the whole
+/// move. An intent that can be locked by someone else has lost its mover. A move that starts without a claim
+/// writes its intent into a slot (`slot-N.intent`), a file kept from one move to the next and written over in
+/// place, so that it allocates no inode and syncs no folder; a copy's own intent is a new file named after its
+/// claim (`claimedItem` finds it so), as is a move's when every slot is taken.
+///
+/// An intent is written in frames, each a few lines and a `sum` line (the hash of every byte before it) that
+/// makes the frame count once it is whole: the first frame at `begin`, one a step (`note`). A frame torn by a
+/// crash, and whatever an earlier intent left after the last frame of a slot, counts for nothing; that is
+/// safe, since the step a frame announces is taken only once the frame is synced.
 package struct MoveJournal {
     let directory: String
+    /// The slots a container's movers share, at most as many moves at once before one writes a file of its own.
+    static let slotCount = 8
 
     package init(container: Container) {
         directory = container.stateDirectory + "/journal"
@@ -28,14 +38,26 @@ package struct MoveJournal {
         var linked: FileName?
     }
 
-    /// The open, locked record of one intent.
+    /// The open, locked record of one intent, and where its next frame goes.
     final class Record {
         let file: FileDescriptor
         let recordName: FileName
+        /// Whether the file is a slot, kept for the next move once this one ends.
+        let isSlot: Bool
+        private(set) var frames = Frames()
 
-        init(file: consuming FileDescriptor, recordName: FileName) {
+        init(file: consuming FileDescriptor, recordName: FileName, isSlot: Bool) {
             self.file = file
             self.recordName = recordName
+            self.isSlot = isSlot
+        }
+
+        /// Writes `lines` and their `sum` line after the frames so far, and syncs them.
+        func writeFrame(_ lines: [UInt8]) throws(Errno) {
+            let frame = frames.sealed(lines)
+            try file.writeAll(frame, at: Int64(frames.length))
+            try file.sync()
+            frames.add(frame)
         }
     }
 
@@ -45,29 +67,74 @@ package struct MoveJournal {
             try system_mkdirat(currentDirectory, directory, mode: 0o755)
         } catch .fileExists {}
         let folder = try FileDescriptor(directory, [.directory])
-        let file = try FileDescriptor(at: folder.rawValue, ".", [.temporaryFile, .writeOnly], mode: 0o600)
-        try system_flock(file.rawValue, LOCK_EX)
         var text = line("name", intent.name) + Array("seq \(intent.seq)\n".utf8)
         if let claim = intent.claim { text += line("claim", claim) }
         if let identity = intent.identity { text += Array("id \(identity.text)\n".utf8) }
-        try file.writeAll(text)
-        try file.sync()
+        // Two intents of one slot never share a first frame, so no frame an earlier one left counts for this one.
+        text += Array("nonce \(String(UInt64.random(in: 0...UInt64.max), radix: 16))\n".utf8)
+        if intent.claim == nil, let slot = freeSlot(in: folder) {
+            try slot.record.writeFrame(text)
+            if slot.created { try folder.sync() }
+            return slot.record
+        }
+        let file = try FileDescriptor(at: folder.rawValue, ".", [.temporaryFile, .writeOnly], mode: 0o600)
+        try system_flock(file.rawValue, LOCK_EX)
         let unique = intent.claim?.string ?? "move.\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
-        let recordName = FileName("\(unique).intent") ?? intent.name
-        try system_linkOpenFile(file.rawValue, folder.rawValue, recordName)
+        let record = Record(file: file, recordName: FileName("\(unique).intent") ?? intent.name, isSlot: false)
+        try record.writeFrame(text)
+        try system_linkOpenFile(record.file.rawValue, folder.rawValue, record.recordName)
         try folder.sync()
-        return Record(file: file, recordName: recordName)
+        return record
+    }
+
+    /// The first slot no mover holds, locked; created when missing. A slot that is not a plain file of one link,
+    /// or that another process renamed or removed before the lock was taken, is passed over: a crafted state file
+    /// is never written, and no intent goes where recovery would not read it. Nil when none is free.
+    private func freeSlot(in folder: borrowing FileDescriptor) -> (record: Record, created: Bool)? {
+        for index in 0..<Self.slotCount {
+            let name = FileName("slot-\(index).intent").unsafelyUnwrapped
+            let file: FileDescriptor
+            var created = false
+            do {
+                file = try FileDescriptor(at: folder.rawValue, name, [.readWrite, .noFollow, .nonBlocking])
+            } catch .noSuchFile {
+                do {
+                    file = try FileDescriptor(
+                        at: folder.rawValue, name, [.readWrite, .create, .exclusive, .noFollow], mode: 0o600)
+                    created = true
+                } catch {
+                    continue  // another mover made it first, or it cannot be made: the next one
+                }
+            } catch {
+                continue
+            }
+            do throws(Errno) {
+                try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
+                let status = try file.fileStatus()
+                guard status.kind == .regular, status.linkCount == 1,
+                    try fileStatusIfPresent(in: folder.rawValue, name)?.isSameFile(as: status) == true
+                else { continue }
+            } catch {
+                continue  // held by another mover (or unreadable): the next one
+            }
+            return (Record(file: file, recordName: name, isSlot: true), created)
+        }
+        return nil
     }
 
     /// Notes, durably, a step of the move: a name about to be tried, or the name that took.
     func note(_ key: String, _ name: FileName, in record: Record) throws(Errno) {
-        try record.file.writeAll(line(key, name))
-        try record.file.sync()
+        try record.writeFrame(line(key, name))
     }
 
-    /// Removes a finished intent.
+    /// Removes a finished intent; a slot's is spoilt in place (its first bytes written over, so that no frame of
+    /// it counts), without a sync: should a crash undo that, recovery settles the finished move as nothing.
     func end(_ record: Record) throws(Errno) {
-        try system_unlinkat(currentDirectory, directory + "/" + record.recordName.string)
+        if record.isSlot {
+            try record.file.writeAll(Array("done".utf8), at: 0)
+        } else {
+            try system_unlinkat(currentDirectory, directory + "/" + record.recordName.string)
+        }
     }
 
     /// Renames an intent that must not be acted on to `<name>.refused`, which recovery never reads.
@@ -82,15 +149,39 @@ package struct MoveJournal {
             return
         }
         for recordName in names where recordName.string.hasSuffix(".intent") {
-            guard let file = try? FileDescriptor(at: folder.rawValue, recordName, [.readWrite, .noFollow]) else {
-                continue
+            guard
+                let file = try? FileDescriptor(at: folder.rawValue, recordName, [.readWrite, .noFollow, .nonBlocking]),
+                (try? file.fileStatus())?.kind == .regular
+            else {
+                continue  // a FIFO or a device (a crafted state file) is never read
             }
+            // Larger than any intent of ours (a crafted state file): not acted on.
             guard (try? system_flock(file.rawValue, LOCK_EX | LOCK_NB)) != nil,
-                let text = try? file.readToEnd(),
-                let intent = parse(text)
+                let text = try? file.readToEnd(limit: Self.readLimit), text.count < Self.readLimit,
+                let intent = parse(text, isSlot: Self.isSlot(recordName))
             else { continue }
-            body(intent, Record(file: file, recordName: recordName))
+            body(intent, Record(file: file, recordName: recordName, isSlot: Self.isSlot(recordName)))
         }
+    }
+
+    /// The journal's entries, sorted, but for the slots that hold no intent (between two moves, or torn before
+    /// their first frame was whole): what is left for recovery to look at. Read without the movers' locks.
+    package func entriesLeft() throws(Errno) -> [String] {
+        let folder: FileDescriptor
+        do {
+            folder = try FileDescriptor(directory, [.directory])
+        } catch .noSuchFile {
+            return []
+        }
+        var left: [String] = []
+        for name in try folder.entries() {
+            if Self.isSlot(name), name.string.hasSuffix(".intent") {
+                let file = try FileDescriptor(at: folder.rawValue, name, [.readOnly, .noFollow, .nonBlocking])
+                if parse(try file.readToEnd(limit: Self.readLimit), isSlot: true) == nil { continue }
+            }
+            left.append(name.string)
+        }
+        return left.sorted()
     }
 
     /// The item the move whose claim is `claim` is moving, as its intent names it (read without its lock, which
@@ -101,11 +192,11 @@ package struct MoveJournal {
         do {
             let path = Array((directory + "/").utf8) + recordName.bytes
             let file = try FileDescriptor(path, [.readOnly, .noFollow, .nonBlocking])
-            text = try file.readToEnd(limit: 64 * 1024)
+            text = try file.readToEnd(limit: Self.readLimit)
         } catch {
             return nil  // the claim keeps its name in the archive, and a restore gives it a visible one
         }
-        guard let intent = parse(text), intent.claim == claim, !intent.name.isHidden else { return nil }
+        guard let intent = parse(text, isSlot: false), intent.claim == claim, !intent.name.isHidden else { return nil }
         return intent.name
     }
 
@@ -113,11 +204,43 @@ package struct MoveJournal {
         Array("\(key) \(Data(name.bytes).base64EncodedString())\n".utf8)
     }
 
-    private func parse(_ text: [UInt8]) -> Intent? {
+    /// More than any intent of ours holds, even a copy's that tried every clash name.
+    static let readLimit = 16 << 20
+
+    static func isSlot(_ recordName: FileName) -> Bool {
+        recordName.string.hasPrefix("slot-")
+    }
+
+    /// The intent `text` holds: the lines of its whole frames. A slot's counts only in frames; another file's
+    /// without any `sum` line (one an earlier inbox wrote, named only once whole) counts line by line.
+    private func parse(_ text: [UInt8], isSlot: Bool) -> Intent? {
+        var lines: [ArraySlice<UInt8>] = []
+        var frame: [ArraySlice<UInt8>] = []
+        var hash = Frames()
+        var framed = false
+        var start = text.startIndex
+        while let end = text[start...].firstIndex(of: 0x0A) {
+            let line = text[start..<end]
+            if line.starts(with: Array("sum ".utf8)) {
+                framed = true
+                guard UInt64(String(decoding: line.dropFirst(4), as: UTF8.self), radix: 16) == hash.sum else { break }
+                lines += frame
+                frame = []
+            } else {
+                frame.append(line)
+            }
+            hash.add(text[start...end])
+            start = end + 1
+        }
+        if !framed && !isSlot { lines = text.split(separator: 0x0A) }
+        return intent(lines)
+    }
+
+    private func intent(_ lines: [ArraySlice<UInt8>]) -> Intent? {
         var fields: [(String, FileName)] = []
         var seq: UInt64 = 0
         var identity: Identity?
-        for line in text.split(separator: 0x0A) {
+        for line in lines {
             let parts = line.split(separator: 0x20, maxSplits: 1)
             guard parts.count == 2 else { continue }
             let key = String(decoding: parts[0], as: UTF8.self)
@@ -133,5 +256,26 @@ package struct MoveJournal {
         intent.tried = fields.filter { $0.0 == "try" }.map(\.1)
         intent.linked = fields.first(where: { $0.0 == "linked" })?.1
         return intent
+    }
+}
+
+/// The bytes of an intent's frames so far and their hash (64-bit FNV-1a: it finds a torn frame or another intent's
+/// bytes, not an attacker, whose crafted intent recovery checks against the files it names).
+struct Frames {
+    private(set) var length = 0
+    private(set) var sum: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    mutating func add(_ bytes: some Sequence<UInt8>) {
+        for byte in bytes {
+            sum = (sum ^ UInt64(byte)) &* 0x100_0000_01b3
+            length += 1
+        }
+    }
+
+    /// `lines` and the `sum` line that closes them as a frame after these bytes.
+    func sealed(_ lines: [UInt8]) -> [UInt8] {
+        var next = self
+        next.add(lines)
+        return lines + Array("sum \(String(next.sum, radix: 16))\n".utf8)
     }
 }

@@ -28,7 +28,7 @@ package final class WatcherLock {
         do {
             // Written over the old pid, then cut to length: the file is never empty for a reader.
             let text = Array("\(getpid())\n".utf8)
-            _ = try system_pwrite(file.rawValue, text, at: 0)
+            try file.writeAll(text, at: 0)
             try system_ftruncate(file.rawValue, Int64(text.count))
         } catch {
             throw error.failure("write the watcher pid to", path)
