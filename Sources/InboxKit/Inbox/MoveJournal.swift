@@ -175,9 +175,12 @@ package struct MoveJournal {
         }
         var left: [String] = []
         for name in try folder.entries() {
-            if Self.isSlot(name), name.string.hasSuffix(".intent") {
-                let file = try FileDescriptor(at: folder.rawValue, name, [.readOnly, .noFollow, .nonBlocking])
-                if parse(try file.readToEnd(limit: Self.readLimit), isSlot: true) == nil { continue }
+            if Self.isSlot(name), name.string.hasSuffix(".intent"),
+                let file = try? FileDescriptor(at: folder.rawValue, name, [.readOnly, .noFollow, .nonBlocking]),
+                try file.fileStatus().kind == .regular,
+                parse(try file.readToEnd(limit: Self.readLimit), isSlot: true) == nil
+            {
+                continue
             }
             left.append(name.string)
         }
