@@ -42,15 +42,15 @@ package struct MoveJournal {
     final class Record {
         let file: FileDescriptor
         let recordName: FileName
-        /// Whether the file is a slot, kept for the next move once this one ends.
-        let isSlot: Bool
         private(set) var frames = Frames()
 
-        init(file: consuming FileDescriptor, recordName: FileName, isSlot: Bool) {
+        init(file: consuming FileDescriptor, recordName: FileName) {
             self.file = file
             self.recordName = recordName
-            self.isSlot = isSlot
         }
+
+        /// Whether the file is a slot, kept for the next move once this one ends.
+        var isSlot: Bool { MoveJournal.isSlot(recordName) }
 
         /// Writes `lines` and their `sum` line after the frames so far, and syncs them.
         func writeFrame(_ lines: [UInt8]) throws(Errno) {
@@ -80,7 +80,7 @@ package struct MoveJournal {
         let file = try FileDescriptor(at: folder.rawValue, ".", [.temporaryFile, .writeOnly], mode: 0o600)
         try system_flock(file.rawValue, LOCK_EX)
         let unique = intent.claim?.string ?? "move.\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
-        let record = Record(file: file, recordName: FileName("\(unique).intent") ?? intent.name, isSlot: false)
+        let record = Record(file: file, recordName: FileName("\(unique).intent") ?? intent.name)
         try record.writeFrame(text)
         try system_linkOpenFile(record.file.rawValue, folder.rawValue, record.recordName)
         try folder.sync()
@@ -117,7 +117,7 @@ package struct MoveJournal {
             } catch {
                 continue  // held by another mover (or unreadable): the next one
             }
-            return (Record(file: file, recordName: name, isSlot: true), created)
+            return (Record(file: file, recordName: name), created)
         }
         return nil
     }
@@ -160,7 +160,7 @@ package struct MoveJournal {
                 let text = try? file.readToEnd(limit: Self.readLimit), text.count < Self.readLimit,
                 let intent = parse(text, isSlot: Self.isSlot(recordName))
             else { continue }
-            body(intent, Record(file: file, recordName: recordName, isSlot: Self.isSlot(recordName)))
+            body(intent, Record(file: file, recordName: recordName))
         }
     }
 
@@ -175,7 +175,7 @@ package struct MoveJournal {
         }
         var left: [String] = []
         for name in try folder.entries() {
-            if Self.isSlot(name), name.string.hasSuffix(".intent"),
+            if Self.isSlot(name),
                 let file = try? FileDescriptor(at: folder.rawValue, name, [.readOnly, .noFollow, .nonBlocking]),
                 try file.fileStatus().kind == .regular,
                 parse(try file.readToEnd(limit: Self.readLimit), isSlot: true) == nil
@@ -210,8 +210,9 @@ package struct MoveJournal {
     /// More than any intent of ours holds, even a copy's that tried every clash name.
     static let readLimit = 16 << 20
 
+    /// Whether `recordName` is a slot's (`slot-N.intent`; a slot set aside is `slot-N.intent.refused`).
     static func isSlot(_ recordName: FileName) -> Bool {
-        recordName.string.hasPrefix("slot-")
+        recordName.string.hasPrefix("slot-") && recordName.string.hasSuffix(".intent")
     }
 
     /// The intent `text` holds: the lines of its whole frames. A slot's counts only in frames; another file's
