@@ -12,6 +12,9 @@ import Testing
         MoveJournal(container: scratch.container).directory + "/slot-\(index).intent"
     }
 
+    /// The journal's folder as the log names it.
+    private let journalPath = "Library/Application Support/inbox/journal"
+
     private func deliver(_ scratch: Scratch, _ names: String...) throws {
         for item in names { _ = try scratch.inbox.deliver(data: Data(item.utf8), suggestedName: item) }
     }
@@ -19,7 +22,9 @@ import Testing
     /// The intents recovery would act on now, by the name they move.
     private func abandoned(_ scratch: Scratch) -> [MoveJournal.Intent] {
         var intents: [MoveJournal.Intent] = []
-        MoveJournal(container: scratch.container).forEachAbandoned { intent, _ in intents.append(intent) }
+        MoveJournal(container: scratch.container).forEachAbandoned { finding in
+            if case .abandoned(let intent, _) = finding { intents.append(intent) }
+        }
         return intents
     }
 
@@ -136,11 +141,21 @@ import Testing
         #expect(mkfifo(slotPath(scratch, 2), 0o600) == 0)
         #expect(mkdir(slotPath(scratch, 3), 0o755) == 0)
 
-        _ = try scratch.inbox.moveToDocuments(name("a.txt"), reason: "test")
+        let record = try journal.begin(MoveJournal.Intent(name: name("a.txt")))
+        #expect(record.recordName.string == "slot-4.intent", "the first plain slot")
+        try journal.end(record)
         #expect(try readFile(scratch.documentsPath("kept.txt")) == kept)
         #expect(!exists(scratch.documentsPath("linked.txt")))
-        #expect(try readFile(slotPath(scratch, 4)).starts(with: Array("done".utf8)), "the first plain slot was used")
+
+        // Recovery, at the next move, sets each aside and says so; the move takes a new slot.
+        _ = try scratch.inbox.moveToDocuments(name("a.txt"), reason: "test")
+        #expect(try readFile(scratch.documentsPath("kept.txt")) == kept)
         #expect(try scratch.documentsEntries() == ["a.txt", "kept.txt"])
+        let entries = try FileDescriptor(journal.directory, [.directory]).entries().map(\.string).sorted()
+        #expect(entries == ["slot-0.intent"] + (0..<4).map { "slot-\($0).intent.refused" } + ["slot-4.intent"])
+        #expect(try readFile(slotPath(scratch, 0)).starts(with: Array("done".utf8)))
+        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        #expect(errors.compactMap { $0.fields["path"] }.sorted() == (0..<4).map { "\(journalPath)/slot-\($0).intent" })
     }
 
     @Test func everySlotTakenGivesTheMoveAnIntentOfItsOwn() throws {
@@ -199,6 +214,10 @@ import Testing
 
         scratch.inbox.recoverInterruptedMoves()
         #expect(try scratch.inboxEntries() == [claim], "the claim stays as it is")
-        #expect(try scratch.inbox.log.records(kinds: ["recovered", "error"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: ["recovered"]).isEmpty)
+        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        #expect(errors.map { $0.fields["path"] } == ["\(journalPath)/big.intent"])
+        #expect(errors.first?.fields["message"]?.contains("larger than any intent of ours") == true)
+        #expect(exists(journal.directory + "/big.intent.refused"))
     }
 }

@@ -5,28 +5,37 @@ extension Inbox {
     /// Settles the moves whose process died (see `MoveJournal`): a move that reached Documents is finished and
     /// logged `moved` (reason `recovered`) unless its record was written; a copy that did not get that far is
     /// rolled back, the item under its name in the Inbox again (logged `recovered`). An intent that cannot be
-    /// settled now (a folder cannot be opened, a rename fails) stays for the next try; one that no mover of ours
-    /// wrote is set aside (`<name>.intent.refused`), untouched and never acted on.
+    /// read or settled now (a folder cannot be opened, a rename fails) stays for the next try; one that no mover
+    /// of ours wrote is set aside (`<name>.intent.refused`), untouched and never acted on. Each is logged `error`.
     public func recoverInterruptedMoves() {
         let journal = MoveJournal(container: container)
-        journal.forEachAbandoned { intent, record in
-            guard let inboxFolder = try? container.openFolder(.inbox),
-                let documents = try? container.openFolder(.documents)
-            else { return }
-            do throws(ContainerError) {
-                try settle(intent, inboxFolder: inboxFolder, documents: documents)
-                try? journal.end(record)  // settled: an intent left behind is settled again, harmlessly
-            } catch {
-                if error.code == .badData { try? journal.setAside(record) }
-                _ = try? log.append(
-                    Event(
-                        .error,
-                        [
-                            "during": .string("recover a move"), "path": .path(loggedPath(.inbox, intent.name)),
-                            "errno": .int(Int64(error.cause?.rawValue ?? 0)), "message": .string(error.message),
-                        ]))
+        journal.forEachAbandoned { finding in
+            switch finding {
+            case .abandoned(let intent, let record):
+                do throws(ContainerError) {
+                    try settle(
+                        intent, inboxFolder: try container.openFolder(.inbox),
+                        documents: try container.openFolder(.documents))
+                    try? journal.end(record)  // settled: an intent left behind is settled again, harmlessly
+                } catch {
+                    if error.code == .badData { try? journal.setAside(record.recordName) }
+                    logRecoveryError(error, path: loggedPath(.inbox, intent.name))
+                }
+            case .failed(let recordName, let error):
+                let entry = recordName.map { [0x2F] + $0.bytes } ?? []
+                logRecoveryError(error, path: Array((Container.stateRelativePath + "/journal").utf8) + entry)
             }
         }
+    }
+
+    private func logRecoveryError(_ error: ContainerError, path: [UInt8]) {
+        _ = try? log.append(
+            Event(
+                .error,
+                [
+                    "during": .string("recover a move"), "path": .path(path),
+                    "errno": .int(Int64(error.cause?.rawValue ?? 0)), "message": .string(error.message),
+                ]))
     }
 
     private func settle(

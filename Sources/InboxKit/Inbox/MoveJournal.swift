@@ -137,31 +137,101 @@ package struct MoveJournal {
         }
     }
 
-    /// Renames an intent that must not be acted on to `<name>.refused`, which recovery never reads.
-    func setAside(_ record: Record) throws(Errno) {
-        let path = directory + "/" + record.recordName.string
-        try system_renameat2(currentDirectory, path, currentDirectory, path + ".refused", .noReplace)
+    /// Renames the entry `recordName`, which must not be acted on, to `<name>.refused` (or `<name>-1.refused`,
+    /// and so on, when that is taken), which recovery never reads.
+    func setAside(_ recordName: FileName) throws(Errno) {
+        let folder = try FileDescriptor(directory, [.directory])
+        let suffix = Array(".refused".utf8)
+        let stem = FileName.truncated(recordName.bytes, toAtMost: FileName.maxLength - suffix.count)
+        let aside = FileName(bytes: stem + suffix).unsafelyUnwrapped
+        _ = try ClashNaming.inbox.firstFree(for: aside) { candidate throws(Errno) in
+            try system_renameat2(folder.rawValue, recordName, folder.rawValue, candidate, .noReplace)
+        }
     }
 
-    /// Calls `body` with each intent whose mover is gone, locked for the caller, and its record to `end`.
-    func forEachAbandoned(_ body: (Intent, Record) -> Void) {
-        guard let folder = try? FileDescriptor(directory, [.directory]), let names = try? folder.entries() else {
-            return
+    /// What recovery finds in the journal.
+    enum Finding {
+        /// An intent whose mover is gone, locked for the caller, with its record to `end`.
+        case abandoned(Intent, Record)
+        /// An entry (nil: the journal itself) that could not be read now, kept for the next try; or one that no mover
+        /// of ours wrote, set aside and never acted on.
+        case failed(FileName?, ContainerError)
+    }
+
+    /// Calls `body` with each intent whose mover is gone, and each entry that cannot be read or is not ours.
+    func forEachAbandoned(_ body: (Finding) -> Void) {
+        let names: [FileName]
+        let folder: FileDescriptor
+        do {
+            folder = try FileDescriptor(directory, [.directory])
+        } catch .noSuchFile {
+            return  // no move has begun yet
+        } catch {
+            return body(.failed(nil, error.failure("read the move journal", directory)))
+        }
+        do {
+            names = try folder.entries()
+        } catch {
+            return body(.failed(nil, error.failure("read the move journal", directory)))
         }
         for recordName in names where recordName.string.hasSuffix(".intent") {
-            guard
-                let file = try? FileDescriptor(at: folder.rawValue, recordName, [.readWrite, .noFollow, .nonBlocking]),
-                (try? file.fileStatus())?.kind == .regular
-            else {
-                continue  // a FIFO or a device (a crafted state file) is never read
-            }
-            // Larger than any intent of ours (a crafted state file): not acted on.
-            guard (try? system_flock(file.rawValue, LOCK_EX | LOCK_NB)) != nil,
-                let text = try? file.readToEnd(limit: Self.readLimit), text.count < Self.readLimit,
-                let intent = parse(text, isSlot: Self.isSlot(recordName))
-            else { continue }
-            body(intent, Record(file: file, recordName: recordName))
+            if let finding = examine(recordName, in: folder) { body(finding) }
         }
+    }
+
+    /// What the entry `recordName` holds; nil when it is held by its mover, gone, or a slot between two moves.
+    private func examine(_ recordName: FileName, in folder: borrowing FileDescriptor) -> Finding? {
+        let path = directory + "/" + recordName.string
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor(at: folder.rawValue, recordName, [.readWrite, .noFollow, .nonBlocking])
+        } catch .noSuchFile {
+            return nil  // ended since the folder was read
+        } catch {
+            // A symbolic link, a folder or a socket cannot be opened so, and is no intent of ours.
+            do {
+                guard let status = try fileStatusIfPresent(in: folder.rawValue, recordName) else { return nil }
+                if status.kind != .regular { return refuse(recordName, "is not a plain file") }
+            } catch {}  // what it is cannot be told: the open's failure is reported
+            return .failed(recordName, error.failure("read the move journal entry", path))
+        }
+        let text: [UInt8]
+        do {
+            // A FIFO or a device is never read, nor a file with other names, which ending the intent would write.
+            let status = try file.fileStatus()
+            if status.linkCount == 0 { return nil }  // ended by its mover since it was opened
+            guard status.kind == .regular, status.linkCount == 1 else {
+                return refuse(recordName, "is not a plain file of one link")
+            }
+            do {
+                try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
+            } catch .wouldBlock {
+                return nil  // its mover is at work
+            }
+            text = try file.readToEnd(limit: Self.readLimit)
+        } catch {
+            return .failed(recordName, error.failure("read the move journal entry", path))
+        }
+        guard text.count < Self.readLimit else { return refuse(recordName, "is larger than any intent of ours") }
+        guard let intent = parse(text, isSlot: Self.isSlot(recordName)) else {
+            return Self.isSlot(recordName) ? nil : refuse(recordName, "holds no intent")
+        }
+        return .abandoned(intent, Record(file: file, recordName: recordName))
+    }
+
+    /// Sets aside the entry `recordName`, which no mover of ours wrote, as the error that says so; nil when it
+    /// is gone.
+    private func refuse(_ recordName: FileName, _ why: String) -> Finding? {
+        let path = directory + "/" + recordName.string
+        do {
+            try setAside(recordName)
+        } catch .noSuchFile {
+            return nil
+        } catch {
+            return .failed(recordName, error.failure("set aside the move journal entry", path))
+        }
+        return .failed(
+            recordName, ContainerError(.badData, "the move journal entry '\(path)' \(why): set aside, not acted on"))
     }
 
     /// The journal's entries, sorted, but for the slots that hold no intent (between two moves, or torn before

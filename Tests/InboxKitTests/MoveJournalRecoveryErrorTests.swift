@@ -1,0 +1,98 @@
+import AppContainer
+import Foundation
+import Glibc
+import Testing
+
+@testable import InboxKit
+
+/// Recovery never passes over a move journal entry in silence: one it cannot read now is kept for the next try,
+/// one no mover of ours wrote is set aside, and each is logged `error`.
+@Suite struct MoveJournalRecoveryErrorTests {
+    private let journalPath = "Library/Application Support/inbox/journal"
+
+    /// A copy's intent whose mover died after it claimed `a.txt`: recovery rolls it back.
+    private func abandonedCopy(_ scratch: Scratch) throws -> (claim: String, intent: String) {
+        _ = try scratch.inbox.deliver(data: Data("the item".utf8), suggestedName: "a.txt")
+        let claim = ".inbox-claim.1.1"
+        let item = try status(scratch.inboxPath("a.txt"))
+        try system_renameat2(
+            currentDirectory, scratch.inboxPath("a.txt"), currentDirectory, scratch.inboxPath(claim), .noReplace)
+        let record = try MoveJournal(container: scratch.container).begin(
+            MoveJournal.Intent(name: try name("a.txt"), claim: try name(claim), identity: Identity(item)))
+        return (claim, record.recordName.string)
+    }
+
+    private func errors(_ scratch: Scratch) throws -> [EventRecord] {
+        try scratch.inbox.log.records(kinds: ["error"])
+    }
+
+    @Test(arguments: [("read", 1, EIO), ("openat", 3, EACCES)])
+    func anIntentThatCannotBeReadIsKeptAndLoggedThenSettled(call: String, index: Int, code: CInt) throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (claim, intent) = try abandonedCopy(scratch)
+        let plan = SyscallFaultPlan(failing: index, only: call, with: Errno(rawValue: code))
+        plan.run { scratch.inbox.recoverInterruptedMoves() }
+
+        #expect(plan.injected != nil, "\(plan.summary)")
+        #expect(try scratch.inboxEntries() == [claim], "nothing done yet")
+        #expect(try scratch.journalEntries() == [intent], "the intent is kept")
+        let logged = try errors(scratch)
+        #expect(logged.map { $0.fields["path"] } == ["\(journalPath)/\(intent)"])
+        #expect(logged.map { $0.fields["during"] } == ["recover a move"])
+        #expect(logged.map { $0.fields["errno"] } == ["\(code)"])
+
+        scratch.inbox.recoverInterruptedMoves()
+        #expect(try scratch.inboxEntries() == ["a.txt"], "rolled back at the next try")
+        #expect(try scratch.journalEntries() == [])
+        #expect(try scratch.inbox.log.records(kinds: ["recovered"]).count == 1)
+        #expect(try errors(scratch).count == 1)
+    }
+
+    @Test func aJournalThatCannotBeOpenedIsLogged() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (claim, _) = try abandonedCopy(scratch)
+        let plan = SyscallFaultPlan(failing: 1, only: "openat", with: .ioError)
+        plan.run { scratch.inbox.recoverInterruptedMoves() }
+
+        #expect(try scratch.inboxEntries() == [claim])
+        let logged = try errors(scratch)
+        #expect(logged.map { $0.fields["path"] } == [journalPath])
+        #expect(logged.first?.fields["message"]?.contains("cannot read the move journal") == true)
+    }
+
+    @Test func entriesNoMoverWroteAreSetAsideOnceEachAndNeverRead() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let journal = MoveJournal(container: scratch.container)
+        #expect(mkdir(journal.directory, 0o755) == 0)
+        let kept = Array("the user's own".utf8)
+        try makeFile(scratch.documentsPath("kept.txt"), kept)
+        #expect(mkfifo(journal.directory + "/fifo.intent", 0o600) == 0)
+        #expect(symlink(scratch.documentsPath("kept.txt"), journal.directory + "/link.intent") == 0)
+        #expect(mkdir(journal.directory + "/folder.intent", 0o755) == 0)
+        #expect(link(scratch.documentsPath("kept.txt"), journal.directory + "/hardlink.intent") == 0)
+        try makeFile(journal.directory + "/junk.intent", Array("not an intent\n".utf8))
+        // A slot that holds no whole frame is a slot between two moves, not a crafted file.
+        try makeFile(journal.directory + "/slot-5.intent", Array("done, and then some".utf8))
+        // What an earlier refusal left takes the next free name.
+        try makeFile(journal.directory + "/junk.intent.refused", [])
+
+        scratch.inbox.recoverInterruptedMoves()
+        let refused = ["fifo", "folder", "hardlink", "junk", "link"]
+        let logged = try errors(scratch)
+        #expect(logged.compactMap { $0.fields["path"] }.sorted() == refused.map { "\(journalPath)/\($0).intent" })
+        #expect(logged.allSatisfy { $0.fields["message"]?.contains("set aside, not acted on") == true })
+        let entries = try FileDescriptor(journal.directory, [.directory]).entries().map(\.string).sorted()
+        #expect(
+            entries == [
+                "fifo.intent.refused", "folder.intent.refused", "hardlink.intent.refused", "junk.intent-1.refused",
+                "junk.intent.refused", "link.intent.refused", "slot-5.intent",
+            ])
+        #expect(try readFile(scratch.documentsPath("kept.txt")) == kept, "never written")
+
+        scratch.inbox.recoverInterruptedMoves()
+        #expect(try errors(scratch).count == refused.count, "nor reported again")
+    }
+}
