@@ -95,4 +95,20 @@ import Testing
         scratch.inbox.recoverInterruptedMoves()
         #expect(try errors(scratch).count == refused.count, "nor reported again")
     }
+
+    @Test func aJournalThatIsASymbolicLinkIsNeverFollowed() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try scratch.inbox.deliver(data: Data("the item".utf8), suggestedName: "a.txt")
+        let elsewhere = scratch.outside("elsewhere")
+        #expect(mkdir(elsewhere, 0o755) == 0)
+        try makeFile(elsewhere + "/victim.intent", Array("someone else's".utf8))
+        let journal = MoveJournal(container: scratch.container)
+        #expect(symlink(elsewhere, journal.directory) == 0)
+
+        #expect(throws: ContainerError.self) { try scratch.inbox.moveToDocuments(try name("a.txt"), reason: "test") }
+        #expect(try scratch.inboxEntries() == ["a.txt"], "not moved without its intent")
+        #expect(try FileDescriptor(elsewhere, [.directory]).entries().map(\.string) == ["victim.intent"])
+        #expect(try errors(scratch).map { $0.fields["path"] } == [journalPath], "recovery said why it read nothing")
+    }
 }
