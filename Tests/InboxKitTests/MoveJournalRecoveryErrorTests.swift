@@ -111,4 +111,22 @@ import Testing
         #expect(try FileDescriptor(elsewhere, [.directory]).entries().map(\.string) == ["victim.intent"])
         #expect(try errors(scratch).map { $0.fields["path"] } == [journalPath], "recovery said why it read nothing")
     }
+
+    @Test func anInboxThatCannotBeOpenedLeavesTheIntentAndIsLogged() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (claim, intent) = try abandonedCopy(scratch)
+        let inbox = scratch.container.path(.inbox)
+        #expect(rename(inbox, inbox + ".away") == 0)
+        #expect(symlink(inbox + ".away", inbox) == 0)
+        scratch.inbox.recoverInterruptedMoves()
+        #expect(try errors(scratch).map { $0.fields["path"] } == ["Documents/Inbox/a.txt"])
+        #expect(try scratch.journalEntries() == [intent], "kept for the next try")
+
+        #expect(unlink(inbox) == 0 && rename(inbox + ".away", inbox) == 0)
+        #expect(try scratch.inboxEntries() == [claim])
+        scratch.inbox.recoverInterruptedMoves()
+        #expect(try scratch.inboxEntries() == ["a.txt"], "rolled back once the Inbox is back")
+        #expect(try scratch.journalEntries() == [])
+    }
 }
