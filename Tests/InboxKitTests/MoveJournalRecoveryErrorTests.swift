@@ -129,4 +129,32 @@ import Testing
         #expect(try scratch.inboxEntries() == ["a.txt"], "rolled back once the Inbox is back")
         #expect(try scratch.journalEntries() == [])
     }
+
+    @Test func anIntentSettledButNotEndedIsLoggedAndSettledAgainAsNothing() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try scratch.inbox.deliver(data: Data("the item".utf8), suggestedName: "a.txt")
+        let item = try status(scratch.inboxPath("a.txt"))
+        do {
+            let record = try MoveJournal(container: scratch.container).begin(
+                MoveJournal.Intent(name: try name("a.txt"), identity: Identity(item), seq: scratch.inbox.log.lastSeq()))
+            #expect(record.isSlot)
+            try system_renameat2(
+                currentDirectory, scratch.inboxPath("a.txt"), currentDirectory, scratch.documentsPath("a.txt"),
+                .noReplace)
+        }  // its mover died after the rename
+        let plan = SyscallFaultPlan(failing: 1, only: "pwrite", with: .ioError)
+        plan.run { scratch.inbox.recoverInterruptedMoves() }
+
+        #expect(plan.injected != nil, "\(plan.summary)")
+        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1, "the move is finished")
+        let logged = try errors(scratch)
+        #expect(logged.map { $0.fields["path"] } == ["\(journalPath)/slot-0.intent"])
+        #expect(logged.first?.fields["message"]?.contains("cannot end the move journal intent") == true)
+
+        scratch.inbox.recoverInterruptedMoves()
+        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1, "not logged twice")
+        #expect(try scratch.journalEntries() == [])
+        #expect(try errors(scratch).count == 1)
+    }
 }

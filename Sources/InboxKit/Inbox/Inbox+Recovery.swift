@@ -12,23 +12,42 @@ extension Inbox {
         journal.forEachAbandoned { finding in
             switch finding {
             case .abandoned(let intent, let record):
+                let entry = journalEntryPath(record.recordName)
                 do throws(ContainerError) {
                     try settle(
                         intent, inboxFolder: try container.openFolder(.inbox),
                         documents: try container.openFolder(.documents))
-                    try? journal.end(record)  // settled: an intent left behind is settled again, harmlessly
                 } catch {
-                    if error.code == .badData { try? journal.setAside(record.recordName) }
                     logRecoveryError(error, path: loggedPath(.inbox, intent.name))
+                    guard error.code == .badData else { return }
+                    do throws(Errno) {
+                        try journal.setAside(record.recordName)
+                    } catch {
+                        logRecoveryError(
+                            error.failure("set aside the move journal entry", journal.directory), path: entry)
+                    }
+                    return
+                }
+                do throws(Errno) {
+                    try journal.end(record)
+                } catch {
+                    // Settled: the intent left is settled again at the next try, as nothing.
+                    logRecoveryError(error.failure("end the move journal intent in", journal.directory), path: entry)
                 }
             case .failed(let recordName, let error):
-                let entry = recordName.map { [0x2F] + $0.bytes } ?? []
-                logRecoveryError(error, path: Array((Container.stateRelativePath + "/journal").utf8) + entry)
+                logRecoveryError(error, path: journalEntryPath(recordName))
             }
         }
     }
 
+    /// `Library/Application Support/inbox/journal/<entry>` as bytes: how the event log names a journal entry (nil: the
+    /// journal itself).
+    private func journalEntryPath(_ recordName: FileName?) -> [UInt8] {
+        Array((Container.stateRelativePath + "/journal").utf8) + (recordName.map { [0x2F] + $0.bytes } ?? [])
+    }
+
     private func logRecoveryError(_ error: ContainerError, path: [UInt8]) {
+        // A log that cannot be written has nowhere to say so; the intent stays, for the next try.
         _ = try? log.append(
             Event(
                 .error,
