@@ -119,14 +119,10 @@ public struct Container: Sendable {
         for component in components {
             walked += "/" + component.string
             do {
-                folder = try FileDescriptor(at: folder.rawValue, component, [.directory, .noFollow])
+                folder = try FileDescriptor(folder: component, at: folder.rawValue)
             } catch .tooManySymbolicLinks {
                 throw ContainerError(.refused, "'\(walked)' is a symbolic link, which is never followed")
             } catch {
-                // With O_DIRECTORY, Linux reports a symbolic link as ENOTDIR rather than ELOOP.
-                if error == .notDirectory, (try? fileStatus(in: folder.rawValue, component))?.kind == .symbolicLink {
-                    throw ContainerError(.refused, "'\(walked)' is a symbolic link, which is never followed")
-                }
                 throw error.failure("open", walked)
             }
         }

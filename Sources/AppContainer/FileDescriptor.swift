@@ -17,6 +17,16 @@ public struct FileDescriptor: ~Copyable {
         rawValue = try system_openat(directory, path, flags, mode: mode)
     }
 
+    /// Opens the folder `path` relative to `directory` for reading, never through a symbolic link: one there fails
+    /// with ELOOP (with O_DIRECTORY, Linux reports it as ENOTDIR, which would read as "not a folder").
+    public init(folder path: some CStringConvertible, at directory: CInt = currentDirectory) throws(Errno) {
+        do {
+            rawValue = try system_openat(directory, path, [.directory, .noFollow], mode: 0)
+        } catch .notDirectory where (try? AppContainer.fileStatus(in: directory, path))?.kind == .symbolicLink {
+            throw .tooManySymbolicLinks
+        }
+    }
+
     deinit {
         try? system_close(rawValue)
     }

@@ -106,10 +106,16 @@ import Testing
         let journal = MoveJournal(container: scratch.container)
         #expect(symlink(elsewhere, journal.directory) == 0)
 
-        #expect(throws: ContainerError.self) { try scratch.inbox.moveToDocuments(try name("a.txt"), reason: "test") }
+        let failure = #expect(throws: ContainerError.self) {
+            try scratch.inbox.moveToDocuments(try name("a.txt"), reason: "test")
+        }
+        #expect(failure?.code == .refused, "refused (77), not taken for a missing folder (66)")
+        #expect(failure?.message.contains("a symbolic link is never followed") == true, "\(failure?.message ?? "")")
         #expect(try scratch.inboxEntries() == ["a.txt"], "not moved without its intent")
         #expect(try FileDescriptor(elsewhere, [.directory]).entries().map(\.string) == ["victim.intent"])
-        #expect(try errors(scratch).map { $0.fields["path"] } == [journalPath], "recovery said why it read nothing")
+        let logged = try errors(scratch)
+        #expect(logged.map { $0.fields["path"] } == [journalPath], "recovery said why it read nothing")
+        #expect(logged.map { $0.fields["errno"] } == ["\(ELOOP)"], "ELOOP, as for any symbolic link refused")
     }
 
     @Test func anInboxThatCannotBeOpenedLeavesTheIntentAndIsLogged() throws {

@@ -66,7 +66,7 @@ package struct MoveJournal {
         do {
             try system_mkdirat(currentDirectory, directory, mode: 0o755)
         } catch .fileExists {}
-        let folder = try FileDescriptor(directory, [.directory, .noFollow])
+        let folder = try FileDescriptor(folder: directory)
         var text = line("name", intent.name) + Array("seq \(intent.seq)\n".utf8)
         if let claim = intent.claim { text += line("claim", claim) }
         if let identity = intent.identity { text += Array("id \(identity.text)\n".utf8) }
@@ -133,7 +133,7 @@ package struct MoveJournal {
         if record.isSlot {
             try record.file.writeAll(Array("done".utf8), at: 0)
         } else {
-            let folder = try FileDescriptor(directory, [.directory, .noFollow])
+            let folder = try FileDescriptor(folder: directory)
             try system_unlinkat(folder.rawValue, record.recordName)
         }
     }
@@ -141,7 +141,7 @@ package struct MoveJournal {
     /// Renames the entry `recordName`, which must not be acted on, to `<name>.refused` (or `<name>-1.refused`,
     /// and so on, when that is taken), which recovery never reads.
     func setAside(_ recordName: FileName) throws(Errno) {
-        let folder = try FileDescriptor(directory, [.directory, .noFollow])
+        let folder = try FileDescriptor(folder: directory)
         let suffix = Array(".refused".utf8)
         let stem = FileName.truncated(recordName.bytes, toAtMost: FileName.maxLength - suffix.count)
         let aside = FileName(bytes: stem + suffix).unsafelyUnwrapped
@@ -164,7 +164,7 @@ package struct MoveJournal {
         let names: [FileName]
         let folder: FileDescriptor
         do {
-            folder = try FileDescriptor(directory, [.directory, .noFollow])
+            folder = try FileDescriptor(folder: directory)
         } catch .noSuchFile {
             return  // no move has begun yet
         } catch {
@@ -240,7 +240,7 @@ package struct MoveJournal {
     package func entriesLeft() throws(Errno) -> [String] {
         let folder: FileDescriptor
         do {
-            folder = try FileDescriptor(directory, [.directory, .noFollow])
+            folder = try FileDescriptor(folder: directory)
         } catch .noSuchFile {
             return []
         }
