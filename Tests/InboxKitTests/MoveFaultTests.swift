@@ -55,11 +55,13 @@ private func checkMoved(_ world: MoveFaultTests.World, _ outcome: Result<Void, a
     // Recovery settles every intent and ends it. It leaves a locked one for later, as it must, and the lock of a
     // failed move can outlive it for a moment in a process another test thread is spawning (which holds a copy of
     // every descriptor until its exec): so it runs again while an intent is left.
+    var unlogged: [ContainerError] = []
     #expect(
         waitUntil(seconds: 10) {
-            scratch.inbox.recoverInterruptedMoves()
+            unlogged += scratch.inbox.recoverInterruptedMoves()
             return (try? scratch.journalEntries().contains { $0.hasSuffix(".intent") }) == false
         }, "\(plan.summary): intents left after recovery: \((try? scratch.journalEntries()) ?? [])")
+    #expect(unlogged.isEmpty, "\(plan.summary): recovery could not log \(unlogged)")
     let inbox = try scratch.inboxEntries()
     let documents = try scratch.documentsEntries()
     #expect(inbox.allSatisfy { !$0.hasPrefix(".") }, "\(plan.summary): hidden names left in the Inbox: \(inbox)")

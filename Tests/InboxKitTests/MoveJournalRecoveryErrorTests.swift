@@ -1,6 +1,7 @@
 import AppContainer
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 @testable import InboxKit
@@ -32,7 +33,7 @@ import Testing
         defer { scratch.remove() }
         let (claim, intent) = try abandonedCopy(scratch)
         let plan = SyscallFaultPlan(failing: index, only: call, with: Errno(rawValue: code))
-        plan.run { scratch.inbox.recoverInterruptedMoves() }
+        #expect(plan.run { scratch.inbox.recoverInterruptedMoves() }.isEmpty)
 
         #expect(plan.injected != nil, "\(plan.summary)")
         #expect(try scratch.inboxEntries() == [claim], "nothing done yet")
@@ -42,7 +43,7 @@ import Testing
         #expect(logged.map { $0.fields["during"] } == ["recover a move"])
         #expect(logged.map { $0.fields["errno"] } == ["\(code)"])
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try scratch.inboxEntries() == ["a.txt"], "rolled back at the next try")
         #expect(try scratch.journalEntries() == [])
         #expect(try scratch.inbox.log.records(kinds: ["recovered"]).count == 1)
@@ -54,7 +55,7 @@ import Testing
         defer { scratch.remove() }
         let (claim, _) = try abandonedCopy(scratch)
         let plan = SyscallFaultPlan(failing: 1, only: "openat", with: .ioError)
-        plan.run { scratch.inbox.recoverInterruptedMoves() }
+        #expect(plan.run { scratch.inbox.recoverInterruptedMoves() }.isEmpty)
 
         #expect(try scratch.inboxEntries() == [claim])
         let logged = try errors(scratch)
@@ -79,7 +80,7 @@ import Testing
         // What an earlier refusal left takes the next free name.
         try makeFile(journal.directory + "/junk.intent.refused", [])
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         let refused = ["fifo", "folder", "hardlink", "junk", "link"]
         let logged = try errors(scratch)
         #expect(logged.compactMap { $0.fields["path"] }.sorted() == refused.map { "\(journalPath)/\($0).intent" })
@@ -92,8 +93,77 @@ import Testing
             ])
         #expect(try readFile(scratch.documentsPath("kept.txt")) == kept, "never written")
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try errors(scratch).count == refused.count, "nor reported again")
+    }
+
+    /// An intent no mover wrote, which recovery sets aside: its only trace is the `error` it logs.
+    private func craftedIntent(_ scratch: Scratch) throws {
+        let journal = MoveJournal(container: scratch.container)
+        #expect(mkdir(journal.directory, 0o755) == 0)
+        try makeFile(journal.directory + "/junk.intent", Array("not an intent\n".utf8))
+    }
+
+    /// The event log's first append (one `write`) fails with ENOSPC.
+    private func logFull() -> SyscallFaultPlan { SyscallFaultPlan(failing: 1, only: "write", with: .noSpace) }
+
+    private func expectBoth(_ failure: ContainerError?) {
+        #expect(
+            failure?.code == .ioError && failure?.cause == .noSpace, "the log's failure: \(String(describing: failure))"
+        )
+        let message = failure?.message ?? ""
+        #expect(message.contains("junk.intent"), "what recovery met: \(message)")
+        #expect(message.contains("the event log cannot record it"), "\(message)")
+        #expect(message.contains("No space left on device"), "\(message)")
+    }
+
+    @Test func aFailureTheLogCannotTakeIsReturnedToTheCaller() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try craftedIntent(scratch)
+        let plan = logFull()
+        let unlogged = plan.run { scratch.inbox.recoverInterruptedMoves() }
+
+        #expect(plan.injected?.name == "write", "\(plan.summary)")
+        #expect(unlogged.count == 1)
+        expectBoth(unlogged.first)
+        #expect(try errors(scratch).isEmpty, "the log took nothing")
+        #expect(try scratch.journalEntries() == ["junk.intent.refused"], "set aside all the same")
+    }
+
+    @Test func aMoveIsNotMadeWhenTheLogCannotTakeWhatRecoveryMet() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try scratch.inbox.deliver(data: Data("the item".utf8), suggestedName: "a.txt")
+        try craftedIntent(scratch)
+        let plan = logFull()
+        let failure = #expect(throws: ContainerError.self) {
+            try plan.run { try scratch.inbox.moveToDocuments(try name("a.txt"), reason: "test") }
+        }
+
+        expectBoth(failure)
+        #expect(try scratch.inboxEntries() == ["a.txt"], "not moved")
+        #expect(try scratch.documentsEntries() == [])
+        #expect(try scratch.journalEntries() == ["junk.intent.refused"], "no intent begun")
+    }
+
+    @Test func aWatcherReportsWhatTheLogCannotTake() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try craftedIntent(scratch)
+        let reports = Mutex<[String]>([])
+        var options = WatchOptions()
+        options.once = true
+        options.report = { line in reports.withLock { $0.append(line) } }
+        let plan = logFull()
+        try plan.run { try Watcher(inbox: scratch.inbox, options: options).run() }
+
+        #expect(plan.injected?.name == "write", "\(plan.summary)")
+        let lines = reports.withLock { $0 }.filter { $0.contains("the event log cannot record it") }
+        #expect(lines.count == 1, "\(reports.withLock { $0 })")
+        #expect(lines.first?.contains("junk.intent") == true)
+        #expect(try errors(scratch).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: ["watch-stopped"]).count == 1, "and it went on")
     }
 
     @Test func aJournalThatIsASymbolicLinkIsNeverFollowed() throws {
@@ -125,13 +195,13 @@ import Testing
         let inbox = scratch.container.path(.inbox)
         #expect(rename(inbox, inbox + ".away") == 0)
         #expect(symlink(inbox + ".away", inbox) == 0)
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try errors(scratch).map { $0.fields["path"] } == ["Documents/Inbox/a.txt"])
         #expect(try scratch.journalEntries() == [intent], "kept for the next try")
 
         #expect(unlink(inbox) == 0 && rename(inbox + ".away", inbox) == 0)
         #expect(try scratch.inboxEntries() == [claim])
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try scratch.inboxEntries() == ["a.txt"], "rolled back once the Inbox is back")
         #expect(try scratch.journalEntries() == [])
     }
@@ -150,7 +220,7 @@ import Testing
                 .noReplace)
         }  // its mover died after the rename
         let plan = SyscallFaultPlan(failing: 1, only: "pwrite", with: .ioError)
-        plan.run { scratch.inbox.recoverInterruptedMoves() }
+        #expect(plan.run { scratch.inbox.recoverInterruptedMoves() }.isEmpty)
 
         #expect(plan.injected != nil, "\(plan.summary)")
         #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1, "the move is finished")
@@ -158,7 +228,7 @@ import Testing
         #expect(logged.map { $0.fields["path"] } == ["\(journalPath)/slot-0.intent"])
         #expect(logged.first?.fields["message"]?.contains("cannot end the move journal intent") == true)
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1, "not logged twice")
         #expect(try scratch.journalEntries() == [])
         #expect(try errors(scratch).count == 1)

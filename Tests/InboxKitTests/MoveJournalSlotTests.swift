@@ -61,8 +61,8 @@ import Testing
                 .noReplace)
         }  // the record goes, unlocked: as if its mover had died after the rename
 
-        scratch.inbox.recoverInterruptedMoves()
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         let moved = try scratch.inbox.log.records(kinds: ["moved"])
         #expect(moved.map { $0.fields["from"] } == ["Documents/Inbox/a.txt", "Documents/Inbox/b.txt"])
         #expect(moved.map { $0.fields["reason"] } == ["test", "recovered"])
@@ -192,7 +192,7 @@ import Testing
         try system_renameat2(
             currentDirectory, scratch.inboxPath("a.txt"), currentDirectory, scratch.documentsPath("a.txt"), .noReplace)
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try scratch.inbox.log.records(kinds: ["moved"]).map { $0.fields["reason"] } == ["recovered"])
         #expect(try scratch.journalEntries() == [])
     }
@@ -212,7 +212,7 @@ import Testing
         try makeFile(
             journal.directory + "/big.intent", Array(lines.utf8) + [UInt8](repeating: 0x0A, count: 17 << 20))
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try scratch.inboxEntries() == [claim], "the claim stays as it is")
         #expect(try scratch.inbox.log.records(kinds: ["recovered"]).isEmpty)
         let errors = try scratch.inbox.log.records(kinds: ["error"])

@@ -63,7 +63,7 @@ import Testing
         #expect(try scratch.inboxEntries() == [".inbox-claim.1.1"])
         #expect(try scratch.journalEntries() == [".inbox-claim.1.1.intent"])
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
         #expect(try scratch.inboxEntries() == ["report.pdf"])
         #expect(try status(scratch.inboxPath("report.pdf")).isSameFile(as: outside))
@@ -80,7 +80,7 @@ import Testing
         try crashedMove(scratch, "report.pdf", claim: ".inbox-claim.1.2")
         _ = try scratch.inbox.deliver(data: Data("newer".utf8), suggestedName: "report.pdf")
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
         #expect(try scratch.inboxEntries() == ["report-1.pdf", "report.pdf"])
         #expect(try readFile(scratch.inboxPath("report.pdf")) == Array("newer".utf8))
@@ -100,7 +100,7 @@ import Testing
         }
         #expect(try copies(of: bytes, in: scratch) == 2)
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
         #expect(try scratch.inboxEntries() == [], "the claim is removed")
         #expect(try scratch.documentsEntries() == ["report.pdf"])
@@ -126,7 +126,7 @@ import Testing
             try makeFile(scratch.documentsPath("report 2.pdf"), bytes)
         }
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
         #expect(try scratch.inboxEntries() == [])
         #expect(try scratch.documentsEntries() == ["report 2.pdf", "report.pdf"])
@@ -146,7 +146,7 @@ import Testing
             try journal.note("try", name("report.pdf"), in: record)
         }
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
         #expect(try scratch.inboxEntries() == ["report.pdf"])
         #expect(try readFile(scratch.inboxPath("report.pdf")) == bytes)
@@ -169,7 +169,7 @@ import Testing
             try system_unlinkat(currentDirectory, scratch.documentsPath("report.pdf"))
         }
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
         #expect(try copies(of: bytes, in: scratch) == 1, "never lost")
         #expect(try scratch.inboxEntries() == ["report.pdf"])
@@ -189,7 +189,7 @@ import Testing
         }
         #expect(try scratch.journalEntries() == [".inbox-claim.1.7.intent"])
 
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
         #expect(try scratch.inboxEntries() == ["report.pdf"])
         #expect(try status(scratch.inboxPath("report.pdf")).isSameFile(as: item))
@@ -207,8 +207,8 @@ import Testing
             // Another Inbox, as another process would hold, must not touch a move in progress.
             let other = try? Inbox(container: scratch.container)
             #expect(other != nil)
-            other?.recoverInterruptedMoves()
-            scratch.inbox.recoverInterruptedMoves()
+            #expect(other?.recoverInterruptedMoves().isEmpty == true)
+            #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
             #expect((try? scratch.inboxEntries()) == [".inbox-claim.1.8"])
             #expect((try? scratch.journalEntries()) == [".inbox-claim.1.8.intent"])
@@ -221,12 +221,12 @@ import Testing
         defer { scratch.remove() }
         _ = try hardLinkedItem(scratch, "report.pdf", Array("x".utf8))
         var record: MoveJournal.Record? = try startMove(scratch, "report.pdf", claim: ".inbox-claim.1.9")
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try scratch.inboxEntries() == [".inbox-claim.1.9"])
         #expect(record != nil)
 
         record = nil
-        scratch.inbox.recoverInterruptedMoves()
+        #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
 
         #expect(try scratch.inboxEntries() == ["report.pdf"])
         #expect(try scratch.journalEntries() == [])

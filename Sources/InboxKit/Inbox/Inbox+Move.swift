@@ -15,7 +15,8 @@ extension Inbox {
         guard !name.isHidden else {
             throw ContainerError(.refused, "'\(itemPath(name))' is a staging name, not an Inbox item")
         }
-        recoverInterruptedMoves()
+        // A log that cannot record what recovery met cannot record this move either: nothing is done.
+        if let unlogged = recoverInterruptedMoves().first { throw unlogged }
         try container.checkWritable(components: container.components(of: .documents))
         let mover = Mover(
             inbox: self, inboxFolder: SharedDescriptor(try container.openFolder(.inbox)),

@@ -7,8 +7,10 @@ extension Inbox {
     /// rolled back, the item under its name in the Inbox again (logged `recovered`). An intent that cannot be
     /// read or settled now (a folder cannot be opened, a rename fails) stays for the next try; one that no mover
     /// of ours wrote is set aside (`<name>.intent.refused`), untouched and never acted on. Each is logged `error`.
-    public func recoverInterruptedMoves() {
+    /// Returns the failures the log could not take (the log failing too), for the caller to report another way.
+    public func recoverInterruptedMoves() -> [ContainerError] {
         let journal = MoveJournal(container: container)
+        var unlogged: [ContainerError] = []
         journal.forEachAbandoned { finding in
             switch finding {
             case .abandoned(let intent, let record):
@@ -18,13 +20,14 @@ extension Inbox {
                         intent, inboxFolder: try container.openFolder(.inbox),
                         documents: try container.openFolder(.documents))
                 } catch {
-                    logRecoveryError(error, path: loggedPath(.inbox, intent.name))
+                    logRecoveryError(error, path: loggedPath(.inbox, intent.name), unlogged: &unlogged)
                     guard error.code == .badData else { return }
                     do throws(Errno) {
                         try journal.setAside(record.recordName)
                     } catch {
                         logRecoveryError(
-                            error.failure("set aside the move journal entry", journal.directory), path: entry)
+                            error.failure("set aside the move journal entry", journal.directory), path: entry,
+                            unlogged: &unlogged)
                     }
                     return
                 }
@@ -32,12 +35,15 @@ extension Inbox {
                     try journal.end(record)
                 } catch {
                     // Settled: the intent left is settled again at the next try, as nothing.
-                    logRecoveryError(error.failure("end the move journal intent in", journal.directory), path: entry)
+                    logRecoveryError(
+                        error.failure("end the move journal intent in", journal.directory), path: entry,
+                        unlogged: &unlogged)
                 }
             case .failed(let recordName, let error):
-                logRecoveryError(error, path: journalEntryPath(recordName))
+                logRecoveryError(error, path: journalEntryPath(recordName), unlogged: &unlogged)
             }
         }
+        return unlogged
     }
 
     /// `Library/Application Support/inbox/journal/<entry>` as bytes: how the event log names a journal entry (nil: the
@@ -46,15 +52,24 @@ extension Inbox {
         Array((Container.stateRelativePath + "/journal").utf8) + (recordName.map { [0x2F] + $0.bytes } ?? [])
     }
 
-    private func logRecoveryError(_ error: ContainerError, path: [UInt8]) {
-        // A log that cannot be written has nowhere to say so; the intent stays, for the next try.
-        _ = try? log.append(
-            Event(
-                .error,
-                [
-                    "during": .string("recover a move"), "path": .path(path),
-                    "errno": .int(Int64(error.cause?.rawValue ?? 0)), "message": .string(error.message),
-                ]))
+    /// Logs `error` as an `error` record; when the log fails too, both go into `unlogged` as one error (the log's
+    /// code and errno). The intent stays either way, for the next try.
+    private func logRecoveryError(_ error: ContainerError, path: [UInt8], unlogged: inout [ContainerError]) {
+        do {
+            _ = try log.append(
+                Event(
+                    .error,
+                    [
+                        "during": .string("recover a move"), "path": .path(path),
+                        "errno": .int(Int64(error.cause?.rawValue ?? 0)), "message": .string(error.message),
+                    ]))
+        } catch let logFailure {
+            unlogged.append(
+                ContainerError(
+                    logFailure.code,
+                    "recovering a move: \(error.message); and the event log cannot record it: "
+                        + logFailure.message, cause: logFailure.cause))
+        }
     }
 
     private func settle(

@@ -53,7 +53,7 @@ final class WatchSession {
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
         try AppBundle(container: inbox.container).checkSeal()
         lock = try WatcherLock(container: inbox.container)
-        inbox.recoverInterruptedMoves()
+        for unlogged in inbox.recoverInterruptedMoves() { watcher.report(unlogged.message) }
         Watcher.ignoreLeaseBreakSignal()
         nextRescan = .now + options.rescanInterval
         pipeline = try ArrivalPipeline(watcher: watcher)
