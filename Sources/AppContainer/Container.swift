@@ -76,7 +76,7 @@ public struct Container: Sendable {
             try makeFolders(folder)
             if place == .bundle, existing == nil {
                 do {
-                    let bundle = try FileDescriptor(folder, [.directory, .noFollow])
+                    let bundle = try FileDescriptor(folder: folder)
                     try system_fchmod(bundle.rawValue, 0o555)
                 } catch {
                     throw error.failure("seal the bundle", folder)

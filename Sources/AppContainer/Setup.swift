@@ -105,7 +105,7 @@ public enum Setup {
             throw error.failure("read", bundle + "/" + templatesFolder)
         }
         do {
-            return try FileDescriptor(bundle + "/" + templatesFolder, [.directory, .noFollow])
+            return try FileDescriptor(folder: bundle + "/" + templatesFolder)
         } catch {
             throw error.failure("open", bundle + "/" + templatesFolder)
         }
@@ -113,7 +113,7 @@ public enum Setup {
 
     private static func openState(_ container: Container) throws(ContainerError) -> FileDescriptor {
         do {
-            return try FileDescriptor(container.stateDirectory, [.directory, .noFollow])
+            return try FileDescriptor(folder: container.stateDirectory)
         } catch {
             throw error.failure("open", container.stateDirectory)
         }

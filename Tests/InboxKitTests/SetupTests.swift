@@ -138,4 +138,17 @@ import Testing
         #expect(!state.contains { $0.hasPrefix(".setup.done") }, "no temporary name left")
         #expect(Setup.markerPath(scratch.container) == scratch.container.stateDirectory + "/setup.done")
     }
+
+    @Test func aStateFolderThatIsASymbolicLinkIsRefusedAsOne() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let state = scratch.container.stateDirectory
+        let elsewhere = scratch.outside("elsewhere")
+        #expect(rename(state, elsewhere) == 0 && symlink(elsewhere, state) == 0)
+
+        let failure = #expect(throws: ContainerError.self) { try scratch.inbox.runSetup() }
+        #expect(failure?.code == .refused, "refused (77), not taken for a missing folder (66)")
+        #expect(failure?.message.contains("a symbolic link is never followed") == true, "\(failure?.message ?? "")")
+        #expect(!exists(elsewhere + "/setup.done"), "nothing written through the link")
+    }
 }
