@@ -53,7 +53,7 @@ extension Inbox {
     }
 
     /// Logs `error` as an `error` record; when the log fails too, both go into `unlogged` as one error (the log's
-    /// code and errno). The intent stays either way, for the next try.
+    /// code and errno). What recovery does with the entry is the same either way.
     private func logRecoveryError(_ error: ContainerError, path: [UInt8], unlogged: inout [ContainerError]) {
         do {
             _ = try log.append(
