@@ -3,10 +3,12 @@ import Glibc
 
 /// Runs `body` on a new detached POSIX thread: the one way this package starts a thread of its own that nobody
 /// joins (ARCHITECTURE.md, "Modules": Foundation's `Thread` is in the whole Foundation only). `name` is what `ps`
-/// and `top` show (cut to 15 bytes); `stackSize` 0 keeps the default (`ulimit -s`). Fails, without running `body`,
-/// when no thread can be made (EAGAIN at the process's limit).
+/// and `top` show (cut to 15 bytes); `stackSize` 0 keeps the default (`ulimit -s`); a `background` thread starts
+/// as `setCurrentThreadBackground` makes it, and any other is an ordinary one even when a background thread starts it
+/// (a new thread inherits its creator's policy). Fails, without running `body`, when no thread can be made (EAGAIN at
+/// the process's limit).
 package func startDetachedThread(
-    name: String? = nil, stackSize: Int = 0, _ body: @escaping @Sendable () -> Void
+    name: String? = nil, stackSize: Int = 0, background: Bool = false, _ body: @escaping @Sendable () -> Void
 ) throws(Errno) {
     var attributes = pthread_attr_t()
     pthread_attr_init(&attributes)
@@ -16,7 +18,10 @@ package func startDetachedThread(
         let result = pthread_attr_setstacksize(&attributes, max(stackSize, Int(PTHREAD_STACK_MIN)))
         guard result == 0 else { throw Errno(rawValue: result) }
     }
-    let job = Unmanaged.passRetained(DetachedJob(name: name.map { String($0.utf8.prefix(15)) ?? $0 }, body: body))
+    let job = Unmanaged.passRetained(
+        DetachedJob(
+            name: name.map { String($0.utf8.prefix(15)) ?? $0 }, background: background,
+            inheritsBackground: inbox_thread_is_batch() != 0, body: body))
     do {
         _ = try system_pthread_create(runDetachedJob, job.toOpaque(), attributes: &attributes)
     } catch {
@@ -27,19 +32,33 @@ package func startDetachedThread(
 
 private final class DetachedJob {
     let name: String?
+    let background: Bool
+    /// Whether the thread that started this one is a background one, whose policy this one starts with.
+    let inheritsBackground: Bool
     let body: @Sendable () -> Void
 
-    init(name: String?, body: @escaping @Sendable () -> Void) {
+    init(name: String?, background: Bool, inheritsBackground: Bool, body: @escaping @Sendable () -> Void) {
         self.name = name
+        self.background = background
+        self.inheritsBackground = inheritsBackground
         self.body = body
     }
 }
 
-/// The new thread's start routine: names the thread, runs the job and releases it.
+/// Makes the calling thread a background one (`SCHED_BATCH`), or an ordinary one again. Woken, a background thread
+/// waits for the running thread's turn to end instead of preempting it, so that its wakes never switch out a
+/// thread that holds the filesystem's rename lock (ARCHITECTURE.md, "Threads that wait their turn"). A policy that
+/// cannot be set (a seccomp filter without `sched_setscheduler`) leaves the thread as it was: only its turns differ.
+package func setCurrentThreadBackground(_ background: Bool) {
+    _ = inbox_set_thread_batch(background ? 1 : 0)
+}
+
+/// The new thread's start routine: names the thread, sets its policy, runs the job and releases it.
 private func runDetachedJob(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
     guard let argument else { return nil }
     let job = Unmanaged<DetachedJob>.fromOpaque(argument).takeRetainedValue()
     if let name = job.name { _ = inbox_set_thread_name(name) }
+    if job.background || job.inheritsBackground { setCurrentThreadBackground(job.background) }
     job.body()
     return nil
 }

@@ -80,6 +80,19 @@ int inbox_set_thread_name(const char *name) {
     return pthread_setname_np(pthread_self(), name);
 }
 
+static _Thread_local int thread_is_batch;
+
+int inbox_set_thread_batch(int batch) {
+    struct sched_param none = {0};
+    int result = sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &none);
+    if (result == 0) thread_is_batch = batch;
+    return result;
+}
+
+int inbox_thread_is_batch(void) {
+    return thread_is_batch;
+}
+
 // MARK: - Landlock
 
 #ifndef LANDLOCK_ACCESS_FS_REFER

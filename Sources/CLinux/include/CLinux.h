@@ -78,6 +78,11 @@ int inbox_set_no_new_privs(void);
 
 /// pthread_setname_np(pthread_self(), name): the calling thread's name as ps and top show it (at most 15 bytes).
 int inbox_set_thread_name(const char *name);
+/// sched_setscheduler(0, SCHED_BATCH) when `batch` (the calling thread, once woken, waits for the running thread's
+/// turn to end instead of preempting it), else SCHED_OTHER. 0, or -1 with errno.
+int inbox_set_thread_batch(int batch);
+/// Whether the calling thread was last made SCHED_BATCH by inbox_set_thread_batch (a thread it starts inherits that).
+int inbox_thread_is_batch(void);
 
 /// landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION): the Landlock ABI version, or -1.
 int inbox_landlock_abi_version(void);

@@ -62,7 +62,7 @@ final class BackgroundCleanup: Sendable {
         }
         if start {
             do throws(Errno) {
-                try startDetachedThread(name: "inbox-cleanup", stackSize: 1 << 20) { [self] in run() }
+                try startDetachedThread(name: "inbox-cleanup", stackSize: 1 << 20, background: true) { [self] in run() }
             } catch {
                 // No thread to be had (the process's limit): no background clean until a watcher starts again.
                 watcher.report("cannot start the cleanup thread (\(error)): no cleanup this run")

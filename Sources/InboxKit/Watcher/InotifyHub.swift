@@ -34,7 +34,6 @@ final class InotifyHub: Sendable {
         let subscriber: any InotifySubscriber
         /// Called once the folders are first watched (nil), or watching them failed (then the entry is dropped).
         let watched: @Sendable (ContainerError?) -> Void
-        var isWatched = false
         var isStarted = false
     }
 
@@ -42,6 +41,9 @@ final class InotifyHub: Sendable {
         var entries: [ObjectIdentifier: Entry] = [:]
         /// Watch descriptor → subscriber and the index of its folder.
         var watches: [CInt: (subscriber: ObjectIdentifier, folder: Int)] = [:]
+        /// The entries whose folders are not watched now: new, or since a restart. Kept beside `entries`, so that
+        /// an event costs the same however many subscribers there are.
+        var unwatched: Set<ObjectIdentifier> = []
         var removed: Set<ObjectIdentifier> = []
         var running = false
     }
@@ -68,6 +70,7 @@ final class InotifyHub: Sendable {
         let id = ObjectIdentifier(subscriber)
         let start = state.withLock { state -> Bool in
             state.entries[id] = Entry(subscriber: subscriber, watched: watched)
+            state.unwatched.insert(id)
             state.removed.remove(id)
             defer { state.running = true }
             return !state.running
@@ -93,31 +96,43 @@ final class InotifyHub: Sendable {
         let id = ObjectIdentifier(subscriber)
         state.withLock { state in
             if state.entries.removeValue(forKey: id) != nil { state.removed.insert(id) }
+            state.unwatched.remove(id)
         }
     }
 
     private func run() {
         var initialized = false
+        var background = false
         // Subscribers left unwatched are tried again once a second, however many events come for the others.
         var nextRetry = ContinuousClock.now
         while true {
             let retry = ContinuousClock.now >= nextRetry
-            let work = state.withLock { state -> (stop: Bool, pending: [ObjectIdentifier], removed: Bool) in
+            let work = state.withLock {
+                state -> (stop: Bool, pending: [ObjectIdentifier], removed: Bool, single: Bool) in
                 if state.entries.isEmpty {
                     // Under the lock: a registration that comes next starts a thread of its own, after this.
                     Inotify.cleanup()
                     state.running = false
                     state.watches.removeAll()
+                    state.unwatched.removeAll()
                     state.removed.removeAll()
-                    return (true, [], false)
+                    return (true, [], false, false)
                 }
                 let removed = !state.removed.isEmpty
                 state.removed.removeAll()
-                let pending = state.entries.filter { !$0.value.isWatched && (retry || !$0.value.isStarted) }
-                return (false, pending.map(\.key), removed)
+                let entries = state.entries
+                let pending = Array(state.unwatched.filter { retry || entries[$0]?.isStarted == false })
+                return (false, pending, removed, state.entries.count == 1)
             }
             if work.stop { break }
             if retry { nextRetry = .now + .seconds(1) }
+            // One container's events feed only its own renaming thread, busy while they come fast: their wakes need
+            // not preempt (ARCHITECTURE.md, "Threads that wait their turn"). Many containers' events must not wait
+            // behind one container's burst.
+            if work.single != background {
+                background = work.single
+                setCurrentThreadBackground(background)
+            }
             if !initialized {
                 initialized = start(all: "start")
             } else if work.removed {
@@ -164,7 +179,7 @@ final class InotifyHub: Sendable {
         Inotify.cleanup()
         state.withLock { state in
             state.watches.removeAll()
-            for id in state.entries.keys { state.entries[id]?.isWatched = false }
+            state.unwatched = Set(state.entries.keys)
         }
         do {
             try Inotify.initialize()
@@ -200,7 +215,7 @@ final class InotifyHub: Sendable {
         }
         let entry = state.withLock { state -> Entry? in
             for (watch, index) in added { state.watches[watch] = (id, index) }
-            state.entries[id]?.isWatched = true
+            state.unwatched.remove(id)
             defer { state.entries[id]?.isStarted = true }
             return state.entries[id]
         }
@@ -216,7 +231,10 @@ final class InotifyHub: Sendable {
     private func fail(_ id: ObjectIdentifier, _ error: ContainerError) {
         let entry = state.withLock { state -> Entry? in
             guard let entry = state.entries[id] else { return nil }
-            if !entry.isStarted { state.entries.removeValue(forKey: id) }
+            if !entry.isStarted {
+                state.entries.removeValue(forKey: id)
+                state.unwatched.remove(id)
+            }
             return entry
         }
         guard let entry else { return }

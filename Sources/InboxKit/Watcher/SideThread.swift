@@ -14,9 +14,9 @@ final class SideThread<Result>: @unchecked Sendable {
     /// Whether a job was handed in and not yet waited for.
     private(set) var isRunning = false
 
-    /// Starts the thread; fails when no thread can be made.
+    /// Starts the thread, a background one (`startDetachedThread`); fails when no thread can be made.
     init(name: String) throws(Errno) {
-        try startDetachedThread(name: name) { [self] in
+        try startDetachedThread(name: name, background: true) { [self] in
             while true {
                 handed.wait()
                 // Handed nothing: stopped.

@@ -1,0 +1,78 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Which of a watcher's threads wait their turn (ARCHITECTURE.md, "Threads that wait their turn"): the threads beside
+/// the one that renames are `SCHED_BATCH`, and so is the inotify thread of a watcher of one container; a process
+/// serving many keeps that thread ordinary, and every thread that renames is ordinary.
+@Suite struct WatchThreadPolicyTests {
+    /// `SCHED_OTHER` and `SCHED_BATCH` of `<sched.h>`.
+    private static let ordinary = 0
+    private static let batch = 3
+
+    /// Each thread of `pid` by name, with its scheduling policy (field 41 of `/proc/PID/task/TID/stat`).
+    private func policies(_ pid: pid_t) -> [(name: String, policy: Int)] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.compactMap { task in
+            let folder = "/proc/\(pid)/task/\(task)/"
+            guard let name = try? String(contentsOfFile: folder + "comm", encoding: .utf8),
+                let stat = try? String(contentsOfFile: folder + "stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            // After the name's closing parenthesis come the fields from the third (the state) on.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 38, let policy = Int(fields[38]) else { return nil }
+            return (name.trimmingCharacters(in: .whitespacesAndNewlines), policy)
+        }
+    }
+
+    /// Delivers `count` files into `container`'s Inbox at once and waits until Documents holds them.
+    private func burst(_ count: Int, into container: String, _ folder: TemporaryFolder, prefix: String) throws {
+        try writeFiles(count, in: folder.path + "/" + prefix, prefix: prefix)
+        try renameAll(from: folder.path + "/" + prefix, into: container + "/Documents/Inbox")
+        let moved = waitUntil(timeout: 60) {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: container + "/Documents")) ?? []
+            return names.filter { $0.hasPrefix(prefix) }.count == count
+        }
+        #expect(moved, "every file of the burst moved into \(container)/Documents")
+    }
+
+    @Test func aWatcherOfOneContainerReadsItsEventsInTheBackground() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let watcher = try RunningWatcher(container, ["--on-arrival", "move"])
+        try burst(500, into: container, folder, prefix: "burst")
+        let threads = policies(watcher.child.pid)
+        #expect(try watcher.stop().status == 0)
+        let byName = Dictionary(grouping: threads, by: \.name).mapValues { $0.map(\.policy) }
+        #expect(byName["inbox-inotify"] == [Self.batch], "\(threads)")
+        #expect(byName["inbox-prepare"] == [Self.batch], "the next batch's preparation: \(threads)")
+        #expect(byName["inbox-sync"] == [Self.batch], "the fsyncs: \(threads)")
+        #expect(byName["inbox"]?.first == Self.ordinary, "the thread that renames: \(threads)")
+    }
+
+    @Test func aProcessServingManyContainersKeepsItsInotifyThreadAndItsTurnsOrdinary() throws {
+        let folder = try TemporaryFolder()
+        let root = folder.path + "/apps"
+        for name in ["a", "b"] {
+            let result = try InboxProcess.run("--container", root + "/" + name, "init")
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+        let fleet = try InboxProcess.start(["watch", "--root", root, "--on-arrival", "move"].map { Array($0.utf8) })
+        defer { _ = fleet.terminate() }
+        for name in ["a", "b"] {
+            #expect(waitUntil(timeout: 30) { !logRecords(root + "/" + name, event: "watch-started").isEmpty })
+        }
+        try burst(300, into: root + "/a", folder, prefix: "first")
+        try burst(300, into: root + "/b", folder, prefix: "second")
+        let threads = policies(fleet.pid)
+        kill(fleet.pid, SIGTERM)
+        #expect(try fleet.finish().status == 0)
+        let byName = Dictionary(grouping: threads, by: \.name).mapValues { $0.map(\.policy) }
+        #expect(byName["inbox-inotify"] == [Self.ordinary], "\(threads)")
+        // The pool's threads take the turns, renames included; some are started by background threads.
+        #expect(byName["inbox-watch"]?.isEmpty == false, "\(threads)")
+        #expect(byName["inbox-watch"]?.allSatisfy { $0 == Self.ordinary } == true, "\(threads)")
+        #expect(byName["inbox-sync"]?.allSatisfy { $0 == Self.batch } == true, "\(threads)")
+    }
+}
