@@ -3,12 +3,14 @@ import Foundation
 import Glibc
 import Testing
 
-/// Waits for `condition` to hold, checking every 20 ms, until `timeout` passes; returns whether it held.
-func waitUntil(timeout: TimeInterval = 60, _ condition: () throws -> Bool) rethrows -> Bool {
+/// Waits for `condition` to hold, checking every `interval` (20 ms), until `timeout` passes; returns whether it held.
+func waitUntil(timeout: TimeInterval = 60, interval: TimeInterval = 0.02, _ condition: () throws -> Bool) rethrows
+    -> Bool
+{
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if try condition() { return true }
-        usleep(20_000)
+        usleep(UInt32(interval * 1_000_000))
     }
     return try condition()
 }

@@ -85,7 +85,7 @@ final class FolderSyncer: Sendable {
         self.linger = linger
         for index in 0..<max(1, threads) {
             do throws(Errno) {
-                try startDetachedThread(name: name, stackSize: 512 << 10, background: true) { [self] in serve() }
+                try startDetachedThread(name: name, stackSize: 512 << 10) { [self] in serve() }
                 state.withLock { $0.running += 1 }
             } catch {
                 // Fewer threads serve as well; none at all does not.

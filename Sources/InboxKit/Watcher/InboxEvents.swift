@@ -75,6 +75,8 @@ final class InboxEvents: InotifySubscriber {
         queue.requestRescan(reason, overflow: overflow)
     }
 
+    var namesWaiting: Int { queue.namesWaiting }
+
     func unwatched(_ error: ContainerError) {
         if streak.failed() { watching(error) }
         if poll.changed(inboxPath) { queue.requestRescan("unwatched") }

@@ -17,6 +17,8 @@ protocol InotifySubscriber: AnyObject, Sendable {
     /// The folders, watched before, could not be watched again (after a restart): called at each failed try,
     /// about once a second, until a try succeeds and `rescan` follows.
     func unwatched(_ error: ContainerError)
+    /// How many names it was handed wait to be handled.
+    var namesWaiting: Int { get }
 }
 
 /// The one thread of the process that talks to libinotifytools, which has one global, thread-unsafe instance: it
@@ -49,6 +51,10 @@ final class InotifyHub: Sendable {
     }
 
     private let state = Mutex(State())
+
+    /// The names waiting (a batch of the default size) from which the thread of a process serving one container
+    /// waits its turn; it takes back an ordinary one once at most one waits, or no event came for a second.
+    static let backlogForBackground = 256
 
     /// Watches `subscriber`'s folders and returns once they are watched, so that nothing after is missed.
     /// - Throws: what watching them threw the first time (the subscriber is then dropped).
@@ -103,6 +109,11 @@ final class InotifyHub: Sendable {
     private func run() {
         var initialized = false
         var background = false
+        func setBackground(_ wanted: Bool) {
+            guard wanted != background else { return }
+            background = wanted
+            setCurrentThreadBackground(wanted)
+        }
         // Subscribers left unwatched are tried again once a second, however many events come for the others.
         var nextRetry = ContinuousClock.now
         while true {
@@ -126,13 +137,9 @@ final class InotifyHub: Sendable {
             }
             if work.stop { break }
             if retry { nextRetry = .now + .seconds(1) }
-            // One container's events feed only its own renaming thread, busy while they come fast: their wakes need
-            // not preempt (ARCHITECTURE.md, "Threads that wait their turn"). Many containers' events must not wait
-            // behind one container's burst.
-            if work.single != background {
-                background = work.single
-                setCurrentThreadBackground(background)
-            }
+            // Many containers' events must not wait behind one container's burst (ARCHITECTURE.md, "Threads that
+            // wait their turn").
+            if !work.single { setBackground(false) }
             if !initialized {
                 initialized = start(all: "start")
             } else if work.removed {
@@ -154,7 +161,10 @@ final class InotifyHub: Sendable {
                 initialized = start(all: "inotify error: \(error)")
                 continue
             }
-            guard let event else { continue }
+            guard let event else {
+                setBackground(false)
+                continue
+            }
             if event.isOverflow {
                 for subscriber in subscribers() { subscriber.rescan("overflow", overflow: true) }
                 continue
@@ -167,6 +177,15 @@ final class InotifyHub: Sendable {
             }
             if let (subscriber, folder) = target, let reason = subscriber.handle(event, folder: folder) {
                 initialized = start(all: reason)
+            } else if let (subscriber, _) = target, work.single {
+                // The one container's events feed only its renaming thread: while a batch or more waits for it, the
+                // next event is news to no thread, and its wake need not preempt one that renames.
+                let waiting = subscriber.namesWaiting
+                if waiting >= Self.backlogForBackground {
+                    setBackground(true)
+                } else if waiting <= 1 {
+                    setBackground(false)
+                }
             } else if target == nil, event.watchEnded {
                 initialized = start(all: "a watched folder ended")
             }

@@ -143,6 +143,11 @@ final class WatchQueue: Sendable {
         }
     }
 
+    /// How many names are queued.
+    var namesWaiting: Int {
+        state.withLock { $0.names.count }
+    }
+
     /// Whether names are queued.
     var hasNames: Bool {
         state.withLock { $0.names.count > 0 }

@@ -302,4 +302,7 @@ private final class RootEvents: InotifySubscriber {
         }
         if poll.changed(path) { fleet.rescanRoot() }
     }
+
+    /// The containers it mentions are tried at once: none waits here.
+    var namesWaiting: Int { 0 }
 }
