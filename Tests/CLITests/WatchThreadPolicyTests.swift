@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 /// Which of a watcher's threads wait their turn (ARCHITECTURE.md, "Threads that wait their turn"): the preparing thread
@@ -50,9 +51,14 @@ import Testing
         let count = 20_000
         try writeFiles(count, in: folder.path + "/staging", prefix: "burst")
         let renamed = DispatchSemaphore(value: 0)
+        let renameFailure = Mutex<String?>(nil)
         let (staging, inbox) = (folder.path + "/staging", container + "/Documents/Inbox")
         Thread.detachNewThread {
-            try? renameAll(from: staging, into: inbox)
+            do {
+                try renameAll(from: staging, into: inbox)
+            } catch {
+                renameFailure.withLock { $0 = "\(error)" }
+            }
             renamed.signal()
         }
         func movedCount() -> Int {
@@ -67,6 +73,7 @@ import Testing
         #expect(policy(of: "inbox-prepare") == [Self.batch], "the next batch's preparation: \(policies(pid))")
         #expect(policies(pid).first { $0.name == "inbox" }?.policy == Self.ordinary, "the thread that renames")
         #expect(renamed.wait(timeout: .now() + 120) == .success)
+        #expect(renameFailure.withLock { $0 } == nil, "the burst renamed into the Inbox")
         #expect(waitUntil(timeout: 120) { movedCount() == count }, "every file moved")
         // No event for a second: the next file's wake is news again.
         #expect(waitUntil(timeout: 30) { policy(of: "inbox-inotify") == [Self.ordinary] }, "\(policies(pid))")

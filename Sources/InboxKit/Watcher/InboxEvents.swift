@@ -54,17 +54,17 @@ final class InboxEvents: InotifySubscriber {
         ]
     }
 
-    func handle(_ event: InotifyEvent, folder index: Int) -> String? {
+    func handle(_ event: InotifyEvent, folder index: Int) -> InotifyOutcome {
         switch index {
         case 0:
-            if event.name == Array("Documents".utf8) || event.watchEnded { return "documents replaced" }
+            if event.name == Array("Documents".utf8) || event.watchEnded { return .startOver("documents replaced") }
         case 1:
-            if event.name == Array("Inbox".utf8) || event.watchEnded { return "inbox replaced" }
+            if event.name == Array("Inbox".utf8) || event.watchEnded { return .startOver("inbox replaced") }
         default:
-            if event.watchEnded { return "inbox replaced" }
-            if let name = FileName(bytes: event.name), !name.isHidden { queue.push(name) }
+            if event.watchEnded { return .startOver("inbox replaced") }
+            if let name = FileName(bytes: event.name), !name.isHidden { return .queued(namesWaiting: queue.push(name)) }
         }
-        return nil
+        return .handled
     }
 
     func rescan(_ reason: String, overflow: Bool) {
@@ -74,8 +74,6 @@ final class InboxEvents: InotifySubscriber {
         }
         queue.requestRescan(reason, overflow: overflow)
     }
-
-    var namesWaiting: Int { queue.namesWaiting }
 
     func unwatched(_ error: ContainerError) {
         if streak.failed() { watching(error) }

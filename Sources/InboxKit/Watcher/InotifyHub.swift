@@ -9,16 +9,24 @@ import Synchronization
 protocol InotifySubscriber: AnyObject, Sendable {
     /// The folders to watch, with their masks; may make missing folders first. Called again after every restart.
     func folders() throws(ContainerError) -> [(path: String, mask: InotifyMask)]
-    /// An event on the folder at `index` in `folders()`; returns a reason to start over when a watch ended.
-    func handle(_ event: InotifyEvent, folder index: Int) -> String?
+    /// An event on the folder at `index` in `folders()`.
+    func handle(_ event: InotifyEvent, folder index: Int) -> InotifyOutcome
     /// Events may have been missed (a restart, an overflow): everything watched must be scanned. After
     /// `unwatched`, the first such call that is not an overflow's says the folders are watched again.
     func rescan(_ reason: String, overflow: Bool)
     /// The folders, watched before, could not be watched again (after a restart): called at each failed try,
     /// about once a second, until a try succeeds and `rescan` follows.
     func unwatched(_ error: ContainerError)
-    /// How many names it was handed wait to be handled.
-    var namesWaiting: Int { get }
+}
+
+/// What a subscriber made of an event.
+enum InotifyOutcome {
+    /// A watch ended: start over, for this reason.
+    case startOver(String)
+    /// A name was queued, and this many now wait to be handled.
+    case queued(namesWaiting: Int)
+    /// Nothing to tell the hub.
+    case handled
 }
 
 /// The one thread of the process that talks to libinotifytools, which has one global, thread-unsafe instance: it
@@ -175,18 +183,22 @@ final class InotifyHub: Sendable {
                 }
                 return (entry.subscriber, watch.folder)
             }
-            if let (subscriber, folder) = target, let reason = subscriber.handle(event, folder: folder) {
-                initialized = start(all: reason)
-            } else if let (subscriber, _) = target, work.single {
-                // The one container's events feed only its renaming thread: while a batch or more waits for it, the
-                // next event is news to no thread, and its wake need not preempt one that renames.
-                let waiting = subscriber.namesWaiting
-                if waiting >= Self.backlogForBackground {
-                    setBackground(true)
-                } else if waiting <= 1 {
-                    setBackground(false)
+            if let (subscriber, folder) = target {
+                switch subscriber.handle(event, folder: folder) {
+                case .startOver(let reason):
+                    initialized = start(all: reason)
+                case .queued(let waiting) where work.single:
+                    // The one container's events feed only its renaming thread: while a batch or more waits for it,
+                    // the next event is news to no thread, and its wake need not preempt one that renames.
+                    if waiting >= Self.backlogForBackground {
+                        setBackground(true)
+                    } else if waiting <= 1 {
+                        setBackground(false)
+                    }
+                case .queued, .handled:
+                    break
                 }
-            } else if target == nil, event.watchEnded {
+            } else if event.watchEnded {
                 initialized = start(all: "a watched folder ended")
             }
         }

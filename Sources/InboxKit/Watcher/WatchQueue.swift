@@ -80,16 +80,19 @@ final class WatchQueue: Sendable {
         self.maxNames = maxNames
     }
 
-    func push(_ name: FileName) {
-        let signal = state.withLock { state -> Bool in
+    /// Queues `name`; returns how many names wait now.
+    @discardableResult
+    func push(_ name: FileName) -> Int {
+        let (signal, waiting) = state.withLock { state -> (Bool, Int) in
             if state.names.count >= maxNames {
                 state.names.removeAll()
                 state.rescan = state.rescan ?? "backlog"
-                return true
+                return (true, 0)
             }
-            return state.names.append(name) && state.names.count == 1
+            return (state.names.append(name) && state.names.count == 1, state.names.count)
         }
         if signal { notify() }
+        return waiting
     }
 
     func requestRescan(_ reason: String, overflow: Bool = false) {
@@ -141,11 +144,6 @@ final class WatchQueue: Sendable {
             state.overflows = 0
             return batch
         }
-    }
-
-    /// How many names are queued.
-    var namesWaiting: Int {
-        state.withLock { $0.names.count }
     }
 
     /// Whether names are queued.

@@ -282,10 +282,11 @@ private final class RootEvents: InotifySubscriber {
         [(path, [.create, .delete, .movedFrom, .movedTo, .onlyDirectory, .dontFollow, .deleteSelf, .moveSelf])]
     }
 
-    func handle(_ event: InotifyEvent, folder index: Int) -> String? {
-        if event.watchEnded { return "the folder of containers was replaced" }
+    func handle(_ event: InotifyEvent, folder index: Int) -> InotifyOutcome {
+        if event.watchEnded { return .startOver("the folder of containers was replaced") }
+        // The containers it mentions are tried at once: none waits here.
         if !event.name.isEmpty { fleet.mention(String(decoding: event.name, as: UTF8.self)) }
-        return nil
+        return .handled
     }
 
     func rescan(_ reason: String, overflow: Bool) {
@@ -302,7 +303,4 @@ private final class RootEvents: InotifySubscriber {
         }
         if poll.changed(path) { fleet.rescanRoot() }
     }
-
-    /// The containers it mentions are tried at once: none waits here.
-    var namesWaiting: Int { 0 }
 }
