@@ -5,7 +5,7 @@ import Glibc
 /// joins (ARCHITECTURE.md, "Modules": Foundation's `Thread` is in the whole Foundation only). `name` is what `ps`
 /// and `top` show (cut to 15 bytes); `stackSize` 0 keeps the default (`ulimit -s`); a `background` thread starts
 /// as `setCurrentThreadBackground` makes it, and any other is an ordinary one even when a background thread starts it
-/// (a new thread inherits its creator's policy). Fails, without running `body`, when no thread can be made (EAGAIN at
+/// (a new thread inherits its creator's policy). A test's fault plan is the new thread's too when it is `inherited`. Fails, without running `body`, when no thread can be made (EAGAIN at
 /// the process's limit).
 package func startDetachedThread(
     name: String? = nil, stackSize: Int = 0, background: Bool = false, _ body: @escaping @Sendable () -> Void
@@ -22,6 +22,9 @@ package func startDetachedThread(
         DetachedJob(
             name: name.map { String($0.utf8.prefix(15)) ?? $0 }, background: background,
             inheritsBackground: inbox_thread_is_batch() != 0, body: body))
+    #if DEBUG
+        if let plan = SyscallFaultPlan.current, plan.inherited { job.takeUnretainedValue().faults = plan }
+    #endif
     do {
         _ = try system_pthread_create(runDetachedJob, job.toOpaque(), attributes: &attributes)
     } catch {
@@ -36,6 +39,10 @@ private final class DetachedJob {
     /// Whether the thread that started this one is a background one, whose policy this one starts with.
     let inheritsBackground: Bool
     let body: @Sendable () -> Void
+    #if DEBUG
+        /// A test's inherited fault plan, in force on the new thread too.
+        var faults: SyscallFaultPlan?
+    #endif
 
     init(name: String?, background: Bool, inheritsBackground: Bool, body: @escaping @Sendable () -> Void) {
         self.name = name
@@ -59,6 +66,12 @@ private func runDetachedJob(_ argument: UnsafeMutableRawPointer?) -> UnsafeMutab
     let job = Unmanaged<DetachedJob>.fromOpaque(argument).takeRetainedValue()
     if let name = job.name { _ = inbox_set_thread_name(name) }
     if job.background || job.inheritsBackground { setCurrentThreadBackground(job.background) }
+    #if DEBUG
+        if let plan = job.faults {
+            plan.run { job.body() }
+            return nil
+        }
+    #endif
     job.body()
     return nil
 }

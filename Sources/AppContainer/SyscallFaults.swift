@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 // The fault-injection seam of the syscall layer, for tests; debug builds only. Each `system_*` wrapper asks
 // `plannedFault(name)` before its real call: that counts the call on this thread and returns the error a
@@ -8,7 +9,9 @@ import Glibc
     /// What a test planned for the system calls of one thread: count them, and fail the `failing`th (from 1,
     /// counted over every wrapper or only over those named `only`) with `error`. `forcing` fails the first call
     /// of its name too, uncounted, to steer the operation down a path (EXDEV into `renameat2`: the copy).
-    package final class SyscallFaultPlan: @unchecked Sendable {
+    /// An `inherited` plan is in force on the threads `startDetachedThread` starts under it too (a syncer's,
+    /// whose failures a test can then reach on their own threads), counted together.
+    package final class SyscallFaultPlan: Sendable {
         package let failing: Int?
         package let only: String?
         package let error: Errno
@@ -17,17 +20,25 @@ import Glibc
         package let crashing: Bool
         /// A second fault, counted apart: the `call`th call of `name` fails with `error`.
         package let also: (name: String, call: Int, error: Errno)?
-        private var forced = false
-        private var alsoSeen = 0
+        package let inherited: Bool
+
+        private struct Counts {
+            var forced = false
+            var alsoSeen = 0
+            var calls: [String] = []
+            var injected: (index: Int, name: String)?
+        }
+        private let counts = Mutex(Counts())
+
         /// The calls counted so far, by name, in order.
-        package private(set) var calls: [String] = []
+        package var calls: [String] { counts.withLock { $0.calls } }
         /// The index (from 1) and name of the call made to fail, once it has.
-        package private(set) var injected: (index: Int, name: String)?
+        package var injected: (index: Int, name: String)? { counts.withLock { $0.injected } }
 
         package init(
             failing: Int? = nil, only: String? = nil, with error: Errno = .ioError,
             forcing: (name: String, error: Errno)? = nil, crashing: Bool = false,
-            also: (name: String, call: Int, error: Errno)? = nil
+            also: (name: String, call: Int, error: Errno)? = nil, inherited: Bool = false
         ) {
             self.failing = failing
             self.only = only
@@ -35,6 +46,7 @@ import Glibc
             self.forcing = forcing
             self.crashing = crashing
             self.also = also
+            self.inherited = inherited
         }
 
         /// The plan `INBOX_CRASH_AT_CALL=N` asks of the command-line tool: die at its Nth call, for the crash
@@ -67,20 +79,24 @@ import Glibc
 
         fileprivate func next(_ name: StaticString) -> Errno? {
             let name = name.description
-            if let forcing, !forced, forcing.name == name {
-                forced = true
-                return forcing.error
+            let (fault, crash) = counts.withLock { counts -> (Errno?, Bool) in
+                if let forcing, !counts.forced, forcing.name == name {
+                    counts.forced = true
+                    return (forcing.error, false)
+                }
+                if let also, also.name == name {
+                    counts.alsoSeen += 1
+                    if counts.alsoSeen == also.call { return (also.error, false) }
+                }
+                if let only, only != name { return (nil, false) }
+                counts.calls.append(name)
+                guard counts.injected == nil, counts.calls.count == failing else { return (nil, false) }
+                if crashing { return (nil, true) }
+                counts.injected = (counts.calls.count, name)
+                return (error, false)
             }
-            if let also, also.name == name {
-                alsoSeen += 1
-                if alsoSeen == also.call { return also.error }
-            }
-            if let only, only != name { return nil }
-            calls.append(name)
-            guard injected == nil, calls.count == failing else { return nil }
-            if crashing { kill(getpid(), SIGKILL) }
-            injected = (calls.count, name)
-            return error
+            if crash { kill(getpid(), SIGKILL) }
+            return fault
         }
 
         private static let key: pthread_key_t = {

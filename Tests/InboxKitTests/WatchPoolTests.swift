@@ -192,4 +192,44 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: scratch.documentsPath("letter.txt")))
         #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1)
     }
+    /// A fsync that fails on the syncer's thread ends its session though nothing more comes for it: the failed answer
+    /// wakes the session, whose next scan is minutes away, and which reads no settled arrivals that would wake it. The
+    /// file comes after the start-up scan, whose checkpoint would wait for the answer.
+    @Test func aFailedFsyncBesideTheTurnsEndsTheSessionWithNothingElseToDo() async throws {
+        let slot = await InotifySlot.take()
+        defer { withExtendedLifetime(slot) {} }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        // Inherited by the syncer's threads, which the pool starts now; its own threads start later, from this
+        // thread, outside the plan: the fsync fails there, not in a turn.
+        let plan = SyscallFaultPlan(failing: 1, only: "fsync", with: .ioError, inherited: true)
+        let pool = plan.run { WatchPool(threads: 1, maxThreads: 1) }
+        var options = WatchOptions()
+        options.onArrival = .move
+        options.cleanInterval = nil
+        options.streamsArrivals = false
+        let watcher = Watcher(inbox: scratch.inbox, options: options)
+        let ended = DispatchSemaphore(value: 0)
+        let failure = Mutex<ContainerError?>(nil)
+        pool.add(watcher) { error in
+            failure.withLock { $0 = error }
+            ended.signal()
+        }
+        let scanned = waitUntil(seconds: 60) {
+            ((try? scratch.inbox.log.records(kinds: ["rescan"])) ?? []).isEmpty == false
+        }
+        #expect(scanned, "the start-up scan got to its end")
+        // Renamed in: one event, one turn.
+        let staged = scratch.container.path(.documents) + "/../letter.txt"
+        try Data("hi\n".utf8).write(to: URL(fileURLWithPath: staged))
+        #expect(rename(staged, scratch.inboxPath("letter.txt")) == 0)
+        #expect(ended.wait(timeout: .now() + 60) == .success, "the session ended on the syncer's failure")
+        #expect(plan.injected?.name == "fsync", "\(plan.summary)")
+        let error = failure.withLock { $0 }
+        #expect(error?.cause == .ioError, "\(error?.message ?? "no failure")")
+        pool.close()
+        // Renamed before its folders' fsync failed: in Documents, its `moved` record left to recovery.
+        #expect(FileManager.default.fileExists(atPath: scratch.documentsPath("letter.txt")))
+        #expect(try scratch.inbox.log.records(kinds: ["moved"]).isEmpty)
+    }
 }
