@@ -54,17 +54,12 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
     public static func < (lhs: FileName, rhs: FileName) -> Bool {
         lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
     }
-
-    /// Calls `body` with the name as a NUL-terminated C string.
-    public func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-        try bytes.withCString(body)
-    }
 }
 
-extension Array: CStringConvertible where Element == UInt8 {
+extension Array where Element == UInt8 {
     /// Calls `body` with the bytes as a NUL-terminated C string, copied to the stack for a name's length.
-    public func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-        try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { terminated in
+    public func withCPath<R, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> R) throws(E) -> R {
+        try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { terminated throws(E) in
             _ = terminated.initialize(fromContentsOf: self)
             terminated[count] = 0
             return try body(
@@ -73,14 +68,28 @@ extension Array: CStringConvertible where Element == UInt8 {
     }
 }
 
-/// Anything that can be passed to a system call as a path.
+/// Anything that can be passed to a system call as a path. It hands over its bytes, not a closure's generic result:
+/// a call through the protocol, where the caller is not specialized (another module's), then instantiates no generic
+/// type's metadata at run time, as wrapping a typed error in a `Result` did at every call.
 public protocol CStringConvertible {
-    /// Calls `body` with the value as a NUL-terminated C string, valid only during the call.
-    func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R
+    /// The bytes of the path, without a terminating NUL.
+    var pathBytes: [UInt8] { get }
 }
 
-extension String: CStringConvertible {}
-extension FileName: CStringConvertible {}
+extension FileName: CStringConvertible {
+    /// The name's bytes.
+    public var pathBytes: [UInt8] { bytes }
+}
+
+extension Array: CStringConvertible where Element == UInt8 {
+    /// The bytes themselves.
+    public var pathBytes: [UInt8] { self }
+}
+
+extension String: CStringConvertible {
+    /// The UTF-8 up to a NUL it holds, where a C string of it would end.
+    public var pathBytes: [UInt8] { Array(utf8.prefix { $0 != 0 }) }
+}
 
 extension FileName {
     /// A copy of `bytes` cut to at most `limit` bytes without splitting a UTF-8 sequence.

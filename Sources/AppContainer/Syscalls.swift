@@ -10,10 +10,12 @@ import Glibc
 /// The current folder, as a sentinel for the `*at` calls.
 public let currentDirectory: CInt = AT_FDCWD
 
-/// Calls `body` with `path` as a C string, keeping `body`'s typed error.
+/// Calls `body` with `path` as a C string, keeping `body`'s typed error. Inlined, so that the copy is specialized for
+/// the wrapper's result even where the wrapper is not for the path's type.
+@inline(__always)
 func withCPath<R>(_ path: some CStringConvertible, _ body: (UnsafePointer<CChar>) throws(Errno) -> R) throws(Errno) -> R
 {
-    try path.withCString { path in Result(catching: { () throws(Errno) in try body(path) }) }.get()
+    try path.pathBytes.withCPath(body)
 }
 
 @inline(never)

@@ -236,15 +236,15 @@ final class ArchiveWriter {
     ) throws(ContainerError) {
         guard let entry = archive_entry_new() else { throw failure() }
         defer { archive_entry_free(entry) }
-        path.withCString { archive_entry_copy_pathname(entry, $0) }
+        path.withCPath { archive_entry_copy_pathname(entry, $0) }
         archive_entry_set_filetype(entry, UInt32(type))
         archive_entry_set_perm(entry, type == S_IFLNK ? 0o777 : status.mode & 0o7777)
         archive_entry_set_uid(entry, la_int64_t(owner.uid))
         archive_entry_set_gid(entry, la_int64_t(owner.gid))
         archive_entry_set_mtime(entry, time_t(status.modified.seconds), Int(status.modified.nanoseconds))
         archive_entry_set_size(entry, size)
-        if let link { link.withCString { archive_entry_copy_symlink(entry, $0) } }
-        if let hardlink { hardlink.withCString { archive_entry_copy_hardlink(entry, $0) } }
+        if let link { link.withCPath { archive_entry_copy_symlink(entry, $0) } }
+        if let hardlink { hardlink.withCPath { archive_entry_copy_hardlink(entry, $0) } }
         guard archive_write_header(archive, entry) >= ARCHIVE_WARN else { throw failure() }
     }
 

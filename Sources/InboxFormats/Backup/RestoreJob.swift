@@ -108,8 +108,8 @@ final class RestoreJob: Sendable {
                     report.refused.append(RestoreReport.Refusal(path: name, reason: "a path too long"))
                     continue
                 }
-                (prefix + relative).withCString { archive_entry_copy_pathname(entry, $0) }
-                if let linkTarget { (prefix + linkTarget).withCString { archive_entry_copy_hardlink(entry, $0) } }
+                (prefix + relative).withCPath { archive_entry_copy_pathname(entry, $0) }
+                if let linkTarget { (prefix + linkTarget).withCPath { archive_entry_copy_hardlink(entry, $0) } }
                 archive_entry_set_perm(entry, archive_entry_perm(entry) & 0o777)
                 let written = archive_write_header(disk, entry)
                 if written == ARCHIVE_FATAL { throw failure(disk, .ioError, "restore into") }

@@ -168,10 +168,10 @@ final class ArrivalPipeline {
         try saveCheckpoint()
     }
 
-    /// Handles a batch of names; returns the arrivals for the watcher's stream. With `syncLater`, the `moved`
-    /// records wait for the next fsync of the log (`commitApplied`). With `more` (more names are on their way) and a
-    /// `prepareAhead` thread, the batch is prepared there while this thread applies the one before, whose arrivals
-    /// are returned (ARCHITECTURE.md, "The hot path"); `finishPrepared` applies the last.
+    /// Handles a batch of names; returns the arrivals for the watcher's stream (none where nothing reads them). With
+    /// `syncLater`, the `moved` records wait for the next fsync of the log (`commitApplied`). With `more` (more names
+    /// are on their way) and a `prepareAhead` thread, the batch is prepared there while this thread applies the one
+    /// before, whose arrivals are returned (ARCHITECTURE.md, "The hot path"); `finishPrepared` applies the last.
     func process(_ names: [FileName], more: Bool = false, syncLater: Bool = false) throws(ContainerError)
         -> [Arrival]
     {
@@ -214,13 +214,18 @@ final class ArrivalPipeline {
         return batch
     }
 
-    /// Decides, logs (phase 1) and applies (phase 2) a prepared batch; returns its arrivals.
+    /// Decides, logs (phase 1) and applies (phase 2) a prepared batch; returns its arrivals, where something reads
+    /// them (a handler, `onSettled` or the `arrivals` stream), else none.
     func apply(_ prepared: PreparedBatch, syncLater: Bool) throws(ContainerError) -> [Arrival] {
         let batch = prepared.items
-        var arrivals = batch.map { prepared in
-            Arrival(
-                item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),
-                sha256: prepared.inspection.sha256, type: prepared.inspection.type)
+        let read = handlerName != nil || watcher.settlesArrivals
+        var arrivals: [Arrival] = []
+        if read {
+            arrivals = batch.map { prepared in
+                Arrival(
+                    item: InboxItem(inbox: inbox, name: prepared.name, status: prepared.status),
+                    sha256: prepared.inspection.sha256, type: prepared.inspection.type)
+            }
         }
         if let logged = prepared.logged {
             // Phase 1 was the preparing thread's (`logArrivals`).
@@ -251,7 +256,7 @@ final class ArrivalPipeline {
                 arrived.insert(prepared.identity)
                 scanPresent?.insert(prepared.identity)
             }
-            arrivals[index].settle(prepared.disposition, outcome)
+            if read { arrivals[index].settle(prepared.disposition, outcome) }
         }
         // Phase 1 written without an fsync: phase 2's makes it durable, not a later batch's.
         try commitApplied(applied, syncLater: syncLater && syncsArrivals, settling: arrivals)
