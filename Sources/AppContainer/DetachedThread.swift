@@ -5,8 +5,8 @@ import Glibc
 /// joins (ARCHITECTURE.md, "Modules": Foundation's `Thread` is in the whole Foundation only). `name` is what `ps`
 /// and `top` show (cut to 15 bytes); `stackSize` 0 keeps the default (`ulimit -s`); a `background` thread starts
 /// as `setCurrentThreadBackground` makes it, and any other is an ordinary one even when a background thread starts it
-/// (a new thread inherits its creator's policy). A test's fault plan is the new thread's too when it is `inherited`. Fails, without running `body`, when no thread can be made (EAGAIN at
-/// the process's limit).
+/// (a new thread inherits its creator's policy). A test's fault plan in force is the new thread's too when it is
+/// `inherited`. Fails, without running `body`, when no thread can be made (EAGAIN at the process's limit).
 package func startDetachedThread(
     name: String? = nil, stackSize: Int = 0, background: Bool = false, _ body: @escaping @Sendable () -> Void
 ) throws(Errno) {

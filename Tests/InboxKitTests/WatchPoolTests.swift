@@ -192,6 +192,7 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: scratch.documentsPath("letter.txt")))
         #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1)
     }
+
     /// A fsync that fails on the syncer's thread ends its session though nothing more comes for it: the failed answer
     /// wakes the session, whose next scan is minutes away, and which reads no settled arrivals that would wake it. The
     /// file comes after the start-up scan, whose checkpoint would wait for the answer.
