@@ -80,7 +80,7 @@ final class WatchQueue: Sendable {
         self.maxNames = maxNames
     }
 
-    /// Queues `name`; returns how many names wait now.
+    /// Queues `name`; returns how many names wait now (none once they gave way to a rescan).
     @discardableResult
     func push(_ name: FileName) -> Int {
         let (signal, waiting) = state.withLock { state -> (Bool, Int) in
