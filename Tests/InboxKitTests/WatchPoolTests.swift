@@ -221,7 +221,7 @@ import Testing
         }
         #expect(scanned, "the start-up scan got to its end")
         // Renamed in: one event, one turn.
-        let staged = scratch.container.path(.documents) + "/../letter.txt"
+        let staged = scratch.outside("letter.txt")
         try Data("hi\n".utf8).write(to: URL(fileURLWithPath: staged))
         #expect(rename(staged, scratch.inboxPath("letter.txt")) == 0)
         #expect(ended.wait(timeout: .now() + 60) == .success, "the session ended on the syncer's failure")
