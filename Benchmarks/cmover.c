@@ -125,18 +125,24 @@ static int finish(struct prepared *ready) {
     return moved;
 }
 
-/* -t: prepared files handed from the thread that reads events to the one that renames, in order. */
+/* -t: prepared files handed from the thread that reads events to the one that renames, in order. The renaming
+ * thread takes all that wait at once, and either side is woken only when it sleeps. */
 enum { queue_size = 4096 };
 static struct prepared queue[queue_size];
 static unsigned long pushed, popped;
+static int renamer_sleeps, preparer_sleeps;
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t queue_changed = PTHREAD_COND_INITIALIZER;
 
 static void push(const struct prepared *ready) {
     pthread_mutex_lock(&queue_lock);
-    while (pushed - popped == queue_size) pthread_cond_wait(&queue_changed, &queue_lock);
+    while (pushed - popped == queue_size) {
+        preparer_sleeps = 1;
+        pthread_cond_wait(&queue_changed, &queue_lock);
+    }
+    preparer_sleeps = 0;
     queue[pushed++ % queue_size] = *ready;
-    pthread_cond_broadcast(&queue_changed);
+    if (renamer_sleeps) pthread_cond_broadcast(&queue_changed);
     pthread_mutex_unlock(&queue_lock);
 }
 
@@ -150,14 +156,18 @@ static void *renaming_thread(void *unused) {
             pthread_mutex_unlock(&queue_lock);
             make_durable();
             pthread_mutex_lock(&queue_lock);
-            while (pushed == popped) pthread_cond_wait(&queue_changed, &queue_lock);
+            while (pushed == popped) {
+                renamer_sleeps = 1;
+                pthread_cond_wait(&queue_changed, &queue_lock);
+            }
+            renamer_sleeps = 0;
         }
-        struct prepared ready = queue[popped % queue_size];
+        unsigned long end = pushed;
         pthread_mutex_unlock(&queue_lock);
-        finish(&ready);
+        for (unsigned long next = popped; next != end; next++) finish(&queue[next % queue_size]);
         pthread_mutex_lock(&queue_lock);
-        popped++;
-        pthread_cond_broadcast(&queue_changed);
+        popped = end;
+        if (preparer_sleeps) pthread_cond_broadcast(&queue_changed);
         pthread_mutex_unlock(&queue_lock);
     }
     return NULL;
