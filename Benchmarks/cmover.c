@@ -113,7 +113,8 @@ static int finish(struct prepared *ready) {
     if (statx(pair->inbox, ready->name, AT_SYMLINK_NOFOLLOW, status_mask, &again) == 0 &&
         same_file(&again, &ready->opened) &&
         renameat2(pair->inbox, ready->name, pair->documents, ready->name, RENAME_NOREPLACE) == 0) {
-        moved = fchmod(ready->file, 0644) == 0;
+        moved = 1;
+        if (fchmod(ready->file, 0644) != 0) perror("cmover: fchmod");
         char hex[2 * SHA256_DIGEST_SIZE + 1];
         for (int i = 0; i < SHA256_DIGEST_SIZE; i++) snprintf(hex + 2 * i, 3, "%02x", ready->digest[i]);
         pair->line_length += snprintf(pair->lines + pair->line_length, 2 * line_bytes,
@@ -202,7 +203,7 @@ static void make_durable(void) {
         }
         if ((durable && (fsync(pair->documents) != 0 || fsync(pair->inbox) != 0)) ||
             write(pair->log, text, length) != (ssize_t)length || (durable && fsync(pair->log) != 0)) {
-            perror("cmover: fsync");
+            perror("cmover: log");
             exit(1);
         }
         pair->moved = 0;
@@ -221,7 +222,7 @@ static void scan(struct pair *pair) {
 }
 
 int main(int argc, char **argv) {
-    for (; argc > 1 && argv[1][0] == '-' && strchr("dgt", argv[1][1]) && argv[1][1] && !argv[1][2]; argv++, argc--) {
+    for (; argc > 1 && argv[1][0] == '-' && argv[1][1] && strchr("dgt", argv[1][1]) && !argv[1][2]; argv++, argc--) {
         if (argv[1][1] == 'd') durable = 1;
         if (argv[1][1] == 'g') guarded = 1;
         if (argv[1][1] == 't') threaded = guarded = 1;
