@@ -105,25 +105,22 @@ static int prepare(struct pair *pair, const char *name, struct prepared *out) {
 }
 
 /* -g: a prepared file looked at by name once more, renamed, its write bit given back, closed; its two log lines
- * kept for the batch's write. 1 when it moved. */
-static int finish(struct prepared *ready) {
+ * kept for the batch's write, which comes once the batch is full. */
+static void finish(struct prepared *ready) {
     struct pair *pair = ready->pair;
     struct statx again;
-    int moved = 0;
     if (statx(pair->inbox, ready->name, AT_SYMLINK_NOFOLLOW, status_mask, &again) == 0 &&
         same_file(&again, &ready->opened) &&
         renameat2(pair->inbox, ready->name, pair->documents, ready->name, RENAME_NOREPLACE) == 0) {
-        moved = 1;
         if (fchmod(ready->file, 0644) != 0) perror("cmover: fchmod");
         char hex[2 * SHA256_DIGEST_SIZE + 1];
         for (int i = 0; i < SHA256_DIGEST_SIZE; i++) snprintf(hex + 2 * i, 3, "%02x", ready->digest[i]);
         pair->line_length += snprintf(pair->lines + pair->line_length, 2 * line_bytes,
                                       "arrived %.40s %s\nmoved %.40s\n", ready->name, hex, ready->name);
+        pair->moved++;
     }
     close(ready->file);
-    if (moved) pair->moved++;
     if (pair->moved == batch_files) make_durable();
-    return moved;
 }
 
 /* -t: prepared files handed from the thread that reads events to the one that renames, in order. The renaming
