@@ -46,7 +46,10 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
             Output.line(command.help)
             return 0
         }
-        if command.needsFormats && FormatsCommands.installed == nil { try FormatsCommands.handOver() }
+        if command.needsFormats {
+            try FormatsCommands.checkHandedOver()
+            if FormatsCommands.installed == nil { try FormatsCommands.handOver() }
+        }
         var spec = command.spec
         spec.valued.insert("--container")
         var arguments = try Arguments(rest, spec: spec)
