@@ -92,5 +92,13 @@ import Testing
         let quiet = try InboxProcess.run("--container", container, "import", good, good)
         #expect(quiet.status == 0)
         #expect(quiet.stderr.isEmpty, "\(quiet.stderr)")
+        // On a terminal, such a run ends with its summary.
+        let shown = try InboxProcess.run(
+            ["--container", container, "import", good, good].map { Array($0.utf8) }, stderrIsTerminal: true)
+        #expect(shown.status == 0)
+        #expect(
+            shown.stderr.split(separator: "\r\n").last
+                == "inbox: imported 2 messages: 0 attachments, 2 duplicates, 0 refused",
+            "\(shown.stderr)")
     }
 }
