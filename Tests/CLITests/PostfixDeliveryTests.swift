@@ -135,8 +135,10 @@ struct PostfixDeliveryTests {
         #expect(try ImportCommandTests.contents(user.container) == expected)
         let imported = logRecords(user.container, event: "imported")
         #expect(imported.map { $0["duplicate"] as? Bool } == [false, false, true], "\(imported)")
-        let support = try FileManager.default.contentsOfDirectory(atPath: user.container + "/Library/Application Support/inbox")
-        #expect(support.contains { $0.hasPrefix("import.sqlite.damaged-") }, "the damaged index is set aside: \(support)")
+        let support = try FileManager.default.contentsOfDirectory(
+            atPath: user.container + "/Library/Application Support/inbox")
+        #expect(
+            support.contains { $0.hasPrefix("import.sqlite.damaged-") }, "the damaged index is set aside: \(support)")
     }
 
     /// A message over `--max-bytes` is the message's own fault: bounced, with one line that names the limit, and
@@ -190,7 +192,9 @@ struct PostfixDeliveryTests {
     @Test func procmailKeepsTheMailAndLogsAFailureOfInbox() throws {
         let user = try MailUser(Postfix.procmailUser)
         let procmailLog = user.home + "/procmail.log"
-        if FileManager.default.fileExists(atPath: procmailLog) { try FileManager.default.removeItem(atPath: procmailLog) }
+        if FileManager.default.fileExists(atPath: procmailLog) {
+            try FileManager.default.removeItem(atPath: procmailLog)
+        }
         try user.write(".forward", "\"|/usr/bin/procmail\"\n")
         try user.write(".procmailrc", "LOGFILE=\(procmailLog)\n:0 cw\n| \(user.importCommand())\n")
         let (id, text) = Self.message("procmail")

@@ -23,9 +23,10 @@ enum Postfix {
 
     /// Whether the tests can run here: as root (to make users and configure Postfix), with Postfix installed.
     static var canRun: Bool {
-        getuid() == 0
-            && ["/usr/sbin/postfix", "/usr/sbin/postconf", "/usr/sbin/sendmail", "/usr/bin/setpriv", "/usr/sbin/useradd"]
-            .allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
+        let tools = [
+            "/usr/sbin/postfix", "/usr/sbin/sendmail", "/usr/bin/procmail", "/usr/bin/setpriv", "/usr/sbin/useradd",
+        ]
+        return getuid() == 0 && tools.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
     /// Postfix configured and running, the users made and the binaries copied: done once, for every test.
@@ -76,15 +77,18 @@ enum Postfix {
         }
     }
 
-    /// Deletes from Postfix's queue every message to a test user that an earlier run left there (deferred).
+    /// Deletes from Postfix's queue every message to a test user (or its `+inbox`) that an earlier run left there.
     private static func dropQueuedMail() throws {
         let queue = try mustRun("/usr/sbin/postqueue", ["-j"])
+        let everyone = users + [procmailUser]
         for line in queue.lines {
             guard let entry = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                 let id = entry["queue_id"] as? String, let recipients = entry["recipients"] as? [[String: Any]]
             else { continue }
-            let addresses = recipients.compactMap { $0["address"] as? String }
-            if addresses.contains(where: { address in (users + [procmailUser]).contains { address.hasPrefix($0 + "@") } }) {
+            let names = recipients.compactMap {
+                ($0["address"] as? String)?.split(whereSeparator: { "@+".contains($0) }).first
+            }
+            if names.contains(where: { everyone.contains(String($0)) }) {
                 try mustRun("/usr/sbin/postsuper", ["-d", id])
             }
         }
@@ -158,7 +162,8 @@ enum Postfix {
     static func mustRun(_ program: String, _ arguments: [String], input: String = "") throws -> InboxProcess.Result {
         let result = try run(program, arguments, input: input)
         guard result.status == 0 else {
-            throw SetupFailure("\(program) \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)")
+            throw SetupFailure(
+                "\(program) \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)")
         }
         return result
     }
