@@ -23,7 +23,7 @@ struct PostfixDeliveryTests {
     @Test func theMailLandsInTheMailboxAndItsAttachmentsInTheInbox() throws {
         let user = try MailUser("inbox-mta-mail")
         try user.forwardToInbox()
-        #expect(try user.inbox("init").status == 0)
+        try user.initContainer()
         let (id, text) = Self.message("lands")
         let expected = try Self.attachmentDigests(text)
         #expect(expected.count == 3)
@@ -43,7 +43,7 @@ struct PostfixDeliveryTests {
     @Test func aMessageWithoutAttachmentsIsDeliveredToTheMailboxAndLeavesNothingInTheInbox() throws {
         let user = try MailUser("inbox-mta-plain")
         try user.forwardToInbox()
-        #expect(try user.inbox("init").status == 0)
+        try user.initContainer()
         let id = "plain-\(UUID().uuidString)@inbox-test"
         let text = """
             From: Alice <alice@example.org>
@@ -80,7 +80,7 @@ struct PostfixDeliveryTests {
             first.outcomes[user.inboxAddress]?.first?.hasPrefix("deferred") == true,
             "inbox's copy must be kept for a retry, not bounced: \(first.outcomes)")
 
-        #expect(try user.inbox("init").status == 0)
+        try user.initContainer()
         try Postfix.flushQueue()
 
         let retried = try Postfix.awaitDelivery(of: id, to: [user.inboxAddress], attempts: 2)
@@ -94,7 +94,7 @@ struct PostfixDeliveryTests {
     @Test func aMessageSentTwiceDeliversItsAttachmentsOnce() throws {
         let user = try MailUser("inbox-mta-twice")
         try user.forwardToInbox()
-        #expect(try user.inbox("init").status == 0)
+        try user.initContainer()
         let (id, text) = Self.message("twice")
 
         for count in 1...2 {
@@ -115,7 +115,7 @@ struct PostfixDeliveryTests {
     @Test func aDamagedIndexIsRebuiltAndNothingIsBounced() throws {
         let user = try MailUser("inbox-mta-index")
         try user.forwardToInbox()
-        #expect(try user.inbox("init").status == 0)
+        try user.initContainer()
         let (firstID, first) = Self.message("index-first")
         try Postfix.send(first, to: user.address)
         _ = try Postfix.awaitDelivery(of: firstID, to: [user.inboxAddress])
@@ -146,7 +146,7 @@ struct PostfixDeliveryTests {
     @Test func aMessageOverTheLimitIsBouncedWithOneLineNamingIt() throws {
         let user = try MailUser("inbox-mta-big")
         try user.forwardToInbox(["--max-bytes", "1K"])
-        #expect(try user.inbox("init").status == 0)
+        try user.initContainer()
         let id = "big-\(UUID().uuidString)@inbox-test"
         let content = Data((0..<4096).map { UInt8($0 % 251) })
             .base64EncodedString(options: [.lineLength76Characters, .endLineWithLineFeed])

@@ -141,9 +141,14 @@ enum Postfix {
         return (queueID, outcomes)
     }
 
-    /// Whether Postfix wrote a bounce or delay notice to the sender of message `queueID`.
+    /// Whether Postfix sent the sender of message `queueID` a notice, once it is done with the message (the
+    /// notice is logged before the message's `removed`).
     static func notifiedSender(_ queueID: String) throws -> Bool {
-        try logLines().contains { $0.contains(" \(queueID): sender ") && $0.contains("notification") }
+        let removed = try waitUntil(timeout: 60, interval: 0.05) {
+            try logLines().contains { $0.hasSuffix(" \(queueID): removed") }
+        }
+        try #require(removed, "Postfix did not finish with \(queueID) in time")
+        return try logLines().contains { $0.contains(" \(queueID): sender ") && $0.contains("notification") }
     }
 
     private static func logLines() throws -> [String] {
@@ -221,16 +226,15 @@ struct MailUser {
         }
     }
 
-    /// Runs `inbox --container ~/mail-app ARGS…` as the user.
-    @discardableResult
-    func inbox(_ arguments: String...) throws -> InboxProcess.Result {
-        try Postfix.run(
+    /// Makes the user's container: `inbox init`, run as the user.
+    func initContainer() throws {
+        let result = try Postfix.run(
             "/usr/bin/setpriv",
-            ["--reuid=\(uid)", "--regid=\(gid)", "--init-groups", Postfix.inbox, "--container", container] + arguments)
+            ["--reuid=\(uid)", "--regid=\(gid)", "--init-groups", Postfix.inbox, "--container", container, "init"])
+        try #require(result.status == 0, "inbox init as \(name) failed: \(result.stderr)")
     }
 
-    /// The messages in the user's mailbox, each as Python's `mailbox` module reads it (its SHA-256), and the
-    /// mailbox's text.
+    /// How many messages the user's mailbox holds, as Python's `mailbox` module reads it, and its text.
     func mailboxMessages() throws -> (count: Int, text: String) {
         guard let data = FileManager.default.contents(atPath: mailbox) else { return (0, "") }
         let script = #filePath.replacingOccurrences(
