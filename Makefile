@@ -3,9 +3,12 @@ SWIFT ?= swift
 # Warnings are errors here and in CI (not in Package.swift, which a versioned dependency may not carry unsafe flags in).
 STRICT = -Xswiftc -warnings-as-errors
 # systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed); zsh, fish:
-# the completion tests load inbox's completions in them.
+# the completion tests load inbox's completions in them; postfix, procmail: the mail tests deliver real mail
+# through them (PostfixDeliveryTests); maildrop: the mail benchmark.
 APT_PACKAGES = libinotifytools0-dev nettle-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite systemd zsh fish
+	libytnef0-dev libpython3.11-testsuite systemd zsh fish postfix procmail maildrop
+# postfix's install questions, answered: local mail only (the tests configure the rest with postconf).
+POSTFIX_PRESEED = postfix postfix/main_mailer_type select Local only\npostfix postfix/mailname string localhost\n
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
 # make install: the release binary into $(DESTDIR)$(PREFIX)/bin (inbox-formats, which runs import and backups, into
@@ -53,12 +56,13 @@ INSTALL_SWIFTFLAGS ?= $(RELEASE_SWIFTFLAGS)
 .PHONY: deps build test demo lint format clean bench bench-mail bench-tools bench-mail-tools hot-functions install \
 	uninstall
 
-# Installs the Debian packages the build links against, only when one is missing.
+# Installs the Debian packages the build and the tests need, only when one is missing, asking nothing.
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing$$missing"; \
-		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
+		printf '$(POSTFIX_PRESEED)' | $(SUDO) debconf-set-selections && \
+		$(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
 
 build: deps
