@@ -24,9 +24,9 @@ enum ImportMail {
         var refused = 0
         var failed = 0
         var firstFailure: ContainerError?
-        for source in arguments.positionals.map({ String(decoding: $0, as: UTF8.self) }) {
+        for source in arguments.positionals {
             do {
-                try importer.importSource(source) { message in
+                try importer.importSource(source, skipped: { Output.problem($0) }) { message in
                     messages += 1
                     attachments += message.attachments.count
                     progress.clear()
