@@ -1,5 +1,7 @@
 import AppContainer
 import Foundation
+import Glibc
+import Synchronization
 import Testing
 
 @testable import InboxFormats
@@ -130,5 +132,99 @@ import Testing
         } catch {
             #expect(error.code == .noSuchItem)
         }
+    }
+
+    /// A Maildir holding two messages beside a FIFO, a socket, a folder, a dangling symbolic link and one to a
+    /// good message.
+    static func makeMixedMaildir(_ maildir: String) throws -> [String] {
+        for folder in ["cur", "new", "tmp"] {
+            try FileManager.default.createDirectory(atPath: maildir + "/" + folder, withIntermediateDirectories: true)
+        }
+        let good = [maildir + "/new/1700000000.1.host", maildir + "/cur/1700000001.2.host:2,S"]
+        try makeFile(good[0], Array("Subject: one\n\nfirst\n".utf8))
+        try makeFile(good[1], Array("Subject: two\n\nsecond\n".utf8))
+        #expect(mkfifo(maildir + "/new/1700000002.3.fifo", 0o644) == 0)
+        #expect(mknod(maildir + "/new/1700000003.4.socket", S_IFSOCK | 0o644, 0) == 0)
+        try FileManager.default.createDirectory(atPath: maildir + "/cur/1700000004.5.folder", withIntermediateDirectories: false)
+        #expect(symlink(maildir + "/nowhere", maildir + "/cur/1700000005.6.dangling") == 0)
+        #expect(symlink(good[0], maildir + "/cur/1700000006.7.link") == 0)
+        return good
+    }
+
+    @Test func aMaildirEntryThatIsNotARegularFileIsSkippedUnopened() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let maildir = scratch.outside("Maildir")
+        let good = try Self.makeMixedMaildir(maildir)
+        guard case .maildir = try source(maildir) else {
+            Issue.record("not taken for a Maildir")
+            return
+        }
+        // Opened with O_NONBLOCK or not at all, the FIFO cannot hang the walk: waited on with a deadline.
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<(keys: [String], skipped: [String])?>(nil)
+        DispatchQueue.global().async {
+            var skipped: [String] = []
+            let keys = try? messages(try source(maildir)) { skipped.append($0) }.keys
+            result.withLock { $0 = keys.map { ($0, skipped) } }
+            done.signal()
+        }
+        try #require(done.wait(timeout: .now() + 30) == .success, "the Maildir walk hangs")
+        let (keys, skipped) = try #require(result.withLock { $0 })
+        var expected: [String] = []
+        for path in good { expected += try oracle("message_key", "message", path) }
+        #expect(keys.sorted() == expected.sorted())
+        #expect(skipped.count == 5, "\(skipped)")
+        for (name, what) in [
+            ("new/1700000002.3.fifo", "a FIFO"), ("new/1700000003.4.socket", "a socket"),
+            ("cur/1700000004.5.folder", "a folder"), ("cur/1700000005.6.dangling", "a symbolic link"),
+            ("cur/1700000006.7.link", "a symbolic link"),
+        ] {
+            #expect(skipped.contains("skipped '\(maildir)/\(name)': \(what), not a message file"), "\(name)")
+        }
+    }
+
+    @Test func aFIFOSourceIsReadOnceAndTypedLikeAFile() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let mbox = scratch.outside("three.mbox")
+        var text = ""
+        for number in 1...3 {
+            text += "From sender@example.org Mon Jan  1 00:00:0\(number) 2024\nSubject: \(number)\n\nFrom here\n\n"
+        }
+        try makeFile(mbox, Array(text.replacingOccurrences(of: "\nFrom here", with: "\n>From here").utf8))
+        let fifo = scratch.outside("pipe")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let writer = Process()
+        writer.executableURL = URL(fileURLWithPath: "/bin/sh")
+        writer.arguments = ["-c", "cat \"$0\" > \"$1\"", mbox, fifo]
+        try writer.run()
+        let source = try source(fifo)
+        writer.waitUntilExit()
+        #expect(writer.terminationStatus == 0)
+        guard case .mbox = source else {
+            Issue.record("a FIFO holding an mbox not taken for one")
+            return
+        }
+        #expect(source.path == Array(fifo.utf8))
+        let keys = try messages(source).keys
+        #expect(keys.count == 3)
+        #expect(keys == (try oracle("message_key", "mbox", mbox)))
+    }
+
+    @Test func aSourcePathThatIsNotUTF8IsUsedByteForByte() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = Array(scratch.outside("caf").utf8) + [0xFF] + Array(".eml".utf8)
+        try makeFile(path, Array("Subject: bytes\n\nbody\n".utf8))
+        let source = try MailSource.named(path)
+        guard case .message = source else {
+            Issue.record("not taken for one message")
+            return
+        }
+        var found: [SourceMessage] = []
+        try source.forEachMessage { found.append($0) }
+        #expect(found.map(\.sourcePath) == [path])
+        #expect(MailSource.shown(path).hasSuffix("caf\\xff.eml"))
     }
 }
