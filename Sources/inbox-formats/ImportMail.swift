@@ -26,7 +26,7 @@ enum ImportMail {
         var firstFailure: ContainerError?
         for source in arguments.positionals {
             do {
-                try importer.importSource(source, skipped: { Output.problem($0) }) { message in
+                try importer.importSource(source, skipped: Output.problem) { message in
                     messages += 1
                     attachments += message.attachments.count
                     progress.clear()

@@ -50,7 +50,8 @@ import Testing
         #expect(first.status == 0, "\(first.stderr)")
         let delivered = try Self.objects(first)
         #expect(delivered.first?["status"] as? String == "imported")
-        let redelivered = "From MAILER-DAEMON Fri Dec  4 20:00:00 2026\n" + Self.postfixTrace + ImportCommandTests.message
+        let redelivered =
+            "From MAILER-DAEMON Fri Dec  4 20:00:00 2026\n" + Self.postfixTrace + ImportCommandTests.message
         let again = try InboxProcess.run(
             "--container", container, "import", "--json", "-",
             input: redelivered.replacingOccurrences(of: "\n", with: "\r\n"))
@@ -100,7 +101,8 @@ import Testing
         #expect(symlink(maildir + "/nowhere", maildir + "/cur/6.dangling") == 0)
         #expect(symlink(good[0], maildir + "/cur/7.link") == 0)
 
-        let result = try Self.runWithDeadline(["--container", container, "import", "--json", maildir].map { Array($0.utf8) })
+        let result = try Self.runWithDeadline(
+            ["--container", container, "import", "--json", maildir].map { Array($0.utf8) })
         #expect(result.status == 0, "a skip is no failure: \(result.stderr)")
         let objects = try Self.objects(result)
         #expect(objects.map { $0["status"] as? String } == ["imported", "imported"])
@@ -118,7 +120,8 @@ import Testing
         let container = try folder.container()
         var box = ""
         for number in 1...3 {
-            let message = ImportCommandTests.message.replacingOccurrences(of: "AAECAwQFBgc=", with: "AAECAwQFBg\(number)=")
+            let message = ImportCommandTests.message.replacingOccurrences(
+                of: "AAECAwQFBgc=", with: "AAECAwQFBg\(number)=")
             box += "From alice@example.org Mon Jan  1 00:00:0\(number) 2024\n" + message + "\n"
         }
         let path = try folder.file("three.mbox", box)

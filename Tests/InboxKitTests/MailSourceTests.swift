@@ -145,7 +145,8 @@ import Testing
         try makeFile(good[1], Array("Subject: two\n\nsecond\n".utf8))
         #expect(mkfifo(maildir + "/new/1700000002.3.fifo", 0o644) == 0)
         #expect(mknod(maildir + "/new/1700000003.4.socket", S_IFSOCK | 0o644, 0) == 0)
-        try FileManager.default.createDirectory(atPath: maildir + "/cur/1700000004.5.folder", withIntermediateDirectories: false)
+        try FileManager.default.createDirectory(
+            atPath: maildir + "/cur/1700000004.5.folder", withIntermediateDirectories: false)
         #expect(symlink(maildir + "/nowhere", maildir + "/cur/1700000005.6.dangling") == 0)
         #expect(symlink(good[0], maildir + "/cur/1700000006.7.link") == 0)
         return good
@@ -162,15 +163,15 @@ import Testing
         }
         // Opened with O_NONBLOCK or not at all, the FIFO cannot hang the walk: waited on with a deadline.
         let done = DispatchSemaphore(value: 0)
-        let result = Mutex<(keys: [String], skipped: [String])?>(nil)
+        let result = Mutex<Result<(keys: [String], skipped: [String]), any Error>?>(nil)
         DispatchQueue.global().async {
             var skipped: [String] = []
-            let keys = try? messages(try source(maildir)) { skipped.append($0) }.keys
+            let keys = Result { try messages(try source(maildir)) { skipped.append($0) }.keys }
             result.withLock { $0 = keys.map { ($0, skipped) } }
             done.signal()
         }
         try #require(done.wait(timeout: .now() + 30) == .success, "the Maildir walk hangs")
-        let (keys, skipped) = try #require(result.withLock { $0 })
+        let (keys, skipped) = try #require(result.withLock { $0 }).get()
         var expected: [String] = []
         for path in good { expected += try oracle("message_key", "message", path) }
         #expect(keys.sorted() == expected.sorted())

@@ -134,7 +134,8 @@ import Testing
             Self.bare.replacingOccurrences(of: "Subject:", with: "subject:"),
             Self.bare.replacingOccurrences(of: "To: bob", with: "X-Spamless: yes\nTo: bob"),
             // A trace field's name inside a part, or after the header, is content.
-            Self.bare.replacingOccurrences(of: "Content-Type: text/plain\n", with: "Content-Type: text/plain\nReceived: x\n"),
+            Self.bare.replacingOccurrences(
+                of: "Content-Type: text/plain\n", with: "Content-Type: text/plain\nReceived: x\n"),
             Self.bare + "Received: after the header\n",
             // A bare CR is not a line end; `>From ` quoting is undone in an mbox entry only.
             Self.bare.replacingOccurrences(of: "a body.\n", with: "a body.\r\r\n"),
@@ -159,7 +160,8 @@ import Testing
         try #require(corpus.count >= 40, "the corpus (libpython3.11-testsuite) is missing")
         paths += corpus.map { MailParse.pythonCorpus + "/" + $0 }
         for (index, text) in [Self.bare, Self.postfixTrace + Self.bare, Self.filterFields + Self.bare].enumerated() {
-            paths.append(try MailParse.write(text.replacingOccurrences(of: "\n", with: "\r\n"), in: folder, as: "\(index)"))
+            paths.append(
+                try MailParse.write(text.replacingOccurrences(of: "\n", with: "\r\n"), in: folder, as: "\(index)"))
         }
         var mboxes = 0
         for path in paths {
@@ -167,7 +169,8 @@ import Testing
             if case .mbox = try MailSource.named(Array(path.utf8)) { mboxes += 1 }
         }
         #expect(mboxes >= 1, "some of the corpus are mbox entries")
-        let box = try MailParse.write(mbox([Self.bare, Self.postfixTrace + Self.bare, "Subject: x\n\n>>>From y\n"]), in: folder, as: "box")
+        let box = try MailParse.write(
+            mbox([Self.bare, Self.postfixTrace + Self.bare, "Subject: x\n\n>>>From y\n"]), in: folder, as: "box")
         try compare(box)
     }
 
@@ -197,7 +200,8 @@ import Testing
         #expect(try key(Array("Subject: x\nReceived: y".utf8)) == (try key(Array("Subject: x\n".utf8))))
         #expect(try key(cases[2]) == (try key(Array("Subject: x\n\nbody\n".utf8))))
         let quotes = String(repeating: ">", count: 300_000)
-        let box = try MailParse.write(mbox(["Subject: x\n\n\(quotes)From y\n\(quotes)x\n"]), in: folder, as: "long.mbox")
+        let box = try MailParse.write(
+            mbox(["Subject: x\n\n\(quotes)From y\n\(quotes)x\n"]), in: folder, as: "long.mbox")
         try compare(box)
     }
 }

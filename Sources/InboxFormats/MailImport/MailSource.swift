@@ -45,7 +45,8 @@ enum MailSource {
                 (try? fileStatus(in: file.rawValue, FileName($0).unsafelyUnwrapped))?.kind == .directory
             }
             guard isMaildir else {
-                throw ContainerError(.badData, "cannot import '\(shown)': a folder, but not a Maildir (no cur/ and new/)")
+                throw ContainerError(
+                    .badData, "cannot import '\(shown)': a folder, but not a Maildir (no cur/ and new/)")
             }
             return .maildir(SharedDescriptor(file), path: path)
         case .regular:

@@ -127,7 +127,8 @@ final class MessageKey {
             let wanted = Int(min(Int64(reread.count), stop - position))
             let count: Int
             do {
-                count = try system_pread(fd, into: UnsafeMutableRawBufferPointer(rebasing: reread[..<wanted]), at: position)
+                count = try system_pread(
+                    fd, into: UnsafeMutableRawBufferPointer(rebasing: reread[..<wanted]), at: position)
             } catch {
                 throw error.failure("read", shown)
             }
