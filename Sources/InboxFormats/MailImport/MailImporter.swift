@@ -12,7 +12,7 @@ public final class MailImporter {
     public let limits: MailLimits
     private let index: ImportIndex
     private let digest: SHA256Digest
-    private let keys: MessageKey
+    private lazy var keys = MessageKey(digest: digest)
 
     /// An importer into `inbox`, with its container's import index open (made when missing).
     /// - Throws: SQLite's failure to open or make the index, with the exit status that matches it.
@@ -21,7 +21,6 @@ public final class MailImporter {
         self.limits = limits
         index = try ImportIndex(container: inbox.container)
         digest = try SHA256Digest()
-        keys = MessageKey(digest: digest)
     }
 
     /// At most this many messages, or attachments, are placed together (ARCHITECTURE.md, "Mail import").
