@@ -125,6 +125,7 @@ bench-tools:
 bench-mail-tools:
 	@missing=""; command -v ripmime >/dev/null 2>&1 || missing="$$missing ripmime"; \
 	command -v munpack >/dev/null 2>&1 || missing="$$missing mpack"; \
+	command -v maildrop >/dev/null 2>&1 || missing="$$missing maildrop"; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing$$missing"; \
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \

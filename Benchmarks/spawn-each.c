@@ -2,12 +2,14 @@
 // each message, and says what they cost.
 //
 // Usage: spawn-each LIST STDOUT STDERR [TIMES]
-//   LIST    one command a line, its arguments separated by tabs (the program a path)
+//   LIST    one command a line, its arguments separated by tabs (the program a path); a last field `<PATH` is
+//           not an argument but the file the command reads as its standard input (an MTA's message)
 //   STDOUT  where every command's standard output goes (truncated first), /dev/null for none
 //   STDERR  where every command's standard error is appended
 //   TIMES   when given, one line a command is written there: "MICROSECONDS STATUS", the wall time on
 //           CLOCK_MONOTONIC from just before its spawn to just after its reap (run-bench's command-line rows)
-// Each command starts (posix_spawn, standard input /dev/null) once the one before has been reaped (wait4).
+// Each command starts (posix_spawn, standard input /dev/null or its `<PATH`) once the one before has been reaped
+// (wait4).
 // Prints one JSON line: {"commands", "seconds" (from the first start to the last reap), "max_rss_kib" (the largest
 // ru_maxrss of one command), "cpu_seconds" (user + system, summed), "exits" ({status: count} but 0; a signal
 // is 128 + its number)}.
@@ -81,10 +83,21 @@ int main(int argc, char **argv) {
         for (char *save = NULL, *arg = strtok_r(line, "\t", &save); arg && n < MAX_ARGS;
              arg = strtok_r(NULL, "\t", &save))
             args[n++] = arg;
+        posix_spawn_file_actions_t fed, *used = &actions;
+        if (n > 1 && args[n - 1][0] == '<') {
+            posix_spawn_file_actions_init(&fed);
+            posix_spawn_file_actions_addopen(&fed, 0, args[n - 1] + 1, O_RDONLY, 0);
+            posix_spawn_file_actions_addopen(&fed, 1, argv[2], O_WRONLY | O_CREAT | O_APPEND, 0644);
+            posix_spawn_file_actions_addopen(&fed, 2, argv[3], O_WRONLY | O_CREAT | O_APPEND, 0644);
+            used = &fed;
+            n--;
+        }
         args[n] = NULL;
         pid_t pid;
         double began = now();
-        int error = posix_spawn(&pid, args[0], &actions, NULL, args, environ);
+        int error = posix_spawn(&pid, args[0], used, NULL, args, environ);
+        if (used == &fed)
+            posix_spawn_file_actions_destroy(&fed);
         if (error) {
             fprintf(stderr, "spawn-each: %s: %s\n", args[0], strerror(error));
             return 71;

@@ -21,12 +21,16 @@ protocol Command {
     static var servesSeveralContainers: Bool { get }
     /// Whether its work needs InboxFormats: `inbox` hands it to `inbox-formats` (`FormatsCommands`).
     static var needsFormats: Bool { get }
+    /// What a failure before `run` began (its arguments, the container's path, the hand-over) reports, given the
+    /// words after the command's name: `import -` reports 75 to the MTA that runs it.
+    static func failedBeforeRunning(_ error: ContainerError, words: ArraySlice<[UInt8]>) -> ContainerError
 }
 
 extension Command {
     static func defaultContainerPath() throws(ContainerError) -> String { Container.defaultPath() }
     static var servesSeveralContainers: Bool { false }
     static var needsFormats: Bool { false }
+    static func failedBeforeRunning(_ error: ContainerError, words: ArraySlice<[UInt8]>) -> ContainerError { error }
 
     /// The command's help, fitted to the terminal (ARCHITECTURE.md, "The command line").
     static var help: String {

@@ -44,6 +44,22 @@ package struct FormatsCommands {
         try installed[keyPath: work](arguments, containerPath)
     }
 
+    /// Set to the path of the program a hand-over runs: `inbox-formats` clears it; `inbox` finding it set was handed
+    /// the command by itself (a copy or link of `inbox` in `inbox-formats`'s place), and stops the loop.
+    static let handedOverVariable = "INBOX_HANDED_OVER"
+
+    /// Throws 75 when this `inbox` was itself the target of a hand-over; in `inbox-formats`, forgets it, so that
+    /// nothing it runs inherits it.
+    static func checkHandedOver() throws(ContainerError) {
+        guard let path = getenv(handedOverVariable) else { return }
+        let shown = String(cString: path)
+        unsetenv(handedOverVariable)
+        guard installed == nil else { return }
+        throw ContainerError(
+            .busy, "this command runs in \(executableName), and '\(shown)' is inbox itself: install inbox-formats there"
+        )
+    }
+
     /// Replaces this process with `inbox-formats`, given the same arguments, environment and descriptors. It is
     /// looked for beside this executable (a build folder), then in `../libexec/inbox/` from it (`make install`).
     /// Throws when neither runs, with 75 (try again: an MTA keeps the message; the installation is at fault).
@@ -58,6 +74,8 @@ package struct FormatsCommands {
         let candidates = ["/", "/../libexec/inbox/"].map { folder + Array(($0 + executableName).utf8) }
         var failure = (path: candidates[0], cause: Errno.noSuchFile)
         for path in candidates {
+            // Tells the program run that it was handed over to: one that is `inbox` again refuses at once.
+            setenv(handedOverVariable, String(decoding: path, as: UTF8.self), 1)
             execv(path.map { CChar(bitPattern: $0) } + [0], CommandLine.unsafeArgv)
             let cause = Errno(rawValue: errno)
             if cause != .noSuchFile {
@@ -65,6 +83,7 @@ package struct FormatsCommands {
                 break
             }
         }
+        unsetenv(handedOverVariable)
         let shown = String(decoding: failure.path, as: UTF8.self)
         throw ContainerError(
             .busy, "this command runs in \(executableName), and '\(shown)' does not run: \(failure.cause)")

@@ -2,7 +2,7 @@ import AppContainer
 import Glibc
 import InboxKit
 
-struct ImportCommand: Command {
+package struct ImportCommand: Command {
     static let name = "import"
     static let abstract = "Import mail: each message's attachments delivered into the Inbox, once."
     static let usage = "import SOURCE... [--json|-0] [--max-bytes SIZE]"
@@ -11,11 +11,27 @@ struct ImportCommand: Command {
         ("--json", "print a JSON array with one object a message"),
         ("-0", "end each delivered path with a NUL instead of a newline, never escaped"),
         ("--max-bytes SIZE", "refuse a message whose attachments decode to more (default 1G)"),
-        ("exit status", "0 imported or duplicate; 65 not a message or refused; 66 no such SOURCE; 75 try again"),
+        (
+            "exit status",
+            "0 imported, a duplicate, or no attachment; 65 a message refused (not a message, over a limit); for -, 75"
+                + " for anything else (the MTA keeps the message and tries again); for files, 66 no such SOURCE, 73 no"
+                + " container, 74 an I/O error"
+        ),
     ]
     static let spec = Arguments.Spec(flags: ["--json", "-0"], valued: ["--max-bytes"], positionals: 1...Int.max)
 
     static let needsFormats = true
+
+    /// Whether the words read a message from standard input, the way an MTA runs a delivery agent.
+    package static func readsStandardInput(_ words: some Sequence<[UInt8]>) -> Bool {
+        words.contains(Array("-".utf8))
+    }
+
+    /// For `-`, every failure before the message is read is the installation's, never the message's: 75, so the
+    /// MTA keeps the message and tries again (ARCHITECTURE.md, "Mail import").
+    package static func failedBeforeRunning(_ error: ContainerError, words: ArraySlice<[UInt8]>) -> ContainerError {
+        readsStandardInput(words) ? ContainerError(.busy, error.message) : error
+    }
 
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         try FormatsCommands.run(\.importMail, arguments, containerPath: containerPath)

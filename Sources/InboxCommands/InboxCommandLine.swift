@@ -18,6 +18,7 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
     /// The `--container` values before the command.
     var containerPaths: [[UInt8]] = []
     var command: (any Command.Type)?
+    var running = false
     do throws(ContainerError) {
         while let word = rest.first, command == nil {
             let text = String(decoding: word, as: UTF8.self)
@@ -45,7 +46,10 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
             Output.line(command.help)
             return 0
         }
-        if command.needsFormats && FormatsCommands.installed == nil { try FormatsCommands.handOver() }
+        if command.needsFormats {
+            try FormatsCommands.checkHandedOver()
+            if FormatsCommands.installed == nil { try FormatsCommands.handOver() }
+        }
         var spec = command.spec
         spec.valued.insert("--container")
         var arguments = try Arguments(rest, spec: spec)
@@ -56,9 +60,12 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
         }
         var path = named.last
         if path == nil { path = try command.defaultContainerPath() }
+        running = true
         try command.run(arguments, containerPath: path ?? "")
         return 0
     } catch {
+        var error = error
+        if let command, !running { error = command.failedBeforeRunning(error, words: rest) }
         Output.problem(error.message)
         if error.code == .usage {
             if let command {

@@ -173,7 +173,7 @@ import Testing
         #expect(missing.lines.count == 3, "every source is still tried: \(missing.stdoutText)")
         let bad = try InboxProcess.run("--container", container, "import", garbage)
         #expect(bad.status == 65)
-        #expect(bad.stderr.split(separator: "\n").count == 2, "one line for the message, one summary: \(bad.stderr)")
+        #expect(bad.stderr.split(separator: "\n").count == 1, "one line for one message: \(bad.stderr)")
         let tooBig = try folder.file("big.eml", Self.message.replacingOccurrences(of: "report-1", with: "report-2"))
         let refused = try InboxProcess.run("--container", container, "import", "--max-bytes", "10", tooBig)
         #expect(refused.status == 65)

@@ -28,10 +28,11 @@ struct InboxProcess {
     /// Runs `inbox ARGS…` (or `executable ARGS…`) to the end, feeding `input` on stdin.
     static func run(
         _ arguments: [[UInt8]], input: [UInt8] = [], environment: [String: String] = [:],
-        terminalColumns: UInt16? = nil, executable: String = binary
+        terminalColumns: UInt16? = nil, stderrIsTerminal: Bool = false, executable: String = binary
     ) throws -> Result {
         let child = try start(
-            arguments, environment: environment, terminalColumns: terminalColumns, executable: executable)
+            arguments, environment: environment, terminalColumns: terminalColumns, stderrIsTerminal: stderrIsTerminal,
+            executable: executable)
         return try child.finish(input: input)
     }
 
@@ -147,10 +148,10 @@ struct InboxProcess {
 
     /// Starts `inbox ARGS…` (or `executable ARGS…`) with posix_spawn, so arguments stay exact bytes. With
     /// `terminalColumns`, its stdout is a pseudo-terminal that wide (read back with `\r\n` line ends) instead of
-    /// a pipe.
+    /// a pipe; with `stderrIsTerminal`, so is its stderr (80 columns).
     static func start(
         _ arguments: [[UInt8]], environment: [String: String] = [:], terminalColumns: UInt16? = nil,
-        executable: String = binary
+        stderrIsTerminal: Bool = false, executable: String = binary
     ) throws -> Child {
         var pipes: [[CInt]] = []
         for _ in 0..<3 {
@@ -163,6 +164,11 @@ struct InboxProcess {
             close(pipes[1][0])
             close(pipes[1][1])
             pipes[1] = try pseudoTerminal(columns: terminalColumns)
+        }
+        if stderrIsTerminal {
+            close(pipes[2][0])
+            close(pipes[2][1])
+            pipes[2] = try pseudoTerminal(columns: 80)
         }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)

@@ -70,6 +70,21 @@ import Testing
         #expect(status.status == 0, "\(status.stderr)")
     }
 
+    @Test func anInboxInPlaceOfInboxFormatsIsRefusedOnceNotRunInALoop() throws {
+        let folder = try TemporaryFolder()
+        let inbox = try Self.install(under: folder.path + "/usr", withFormats: false)
+        let container = try folder.container()
+        #expect(link(inbox, folder.path + "/usr/bin/inbox-formats") == 0)
+        let result = try Self.run(inbox, "--container", container, "import", "-", input: ImportCommandTests.message)
+        #expect(result.status == 75, "\(result.stderr)")
+        #expect(
+            result.stderr
+                == "inbox: this command runs in inbox-formats, and '\(folder.path)/usr/bin/inbox-formats' is inbox itself:"
+                + " install inbox-formats there\n")
+        // Nothing of the message reached the Inbox.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").isEmpty)
+    }
+
     /// The libraries a running process has mapped, by file name. `/proc/PID/maps` is read to its end with
     /// `read`: it claims a size of 0, and a read by that size stops short.
     static func mappedLibraries(_ pid: pid_t) throws -> Set<String> {

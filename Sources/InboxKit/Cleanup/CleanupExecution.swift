@@ -345,7 +345,7 @@ public final class ProgressLine {
     }
 
     /// `53120` as `53,120`.
-    static func grouped(_ number: Int) -> String {
+    package static func grouped(_ number: Int) -> String {
         var digits = String(number.magnitude)
         var index = digits.endIndex
         while digits.distance(from: digits.startIndex, to: index) > 3 {
