@@ -17,10 +17,13 @@ enum ImportMail {
         let format = try ResultFormat(arguments)
         var objects = format == .json ? JSONArrayPrinter() : nil
         var tally = ImportTally(sources: sources.count)
+        func skipped(_ line: String) {
+            tally.clearProgress()
+            Output.problem(line)
+        }
         for source in sources {
-            let shown = String(decoding: source, as: UTF8.self)
             do {
-                try importer.importSource(shown) { message in
+                try importer.importSource(source, skipped: skipped) { message in
                     tally.clearProgress()
                     if format == .json {
                         objects?.print(message.json)

@@ -25,8 +25,8 @@ public struct ImportedMessage: Sendable {
         public let contentType: String
     }
 
-    /// The source as given (absolute), or `-` for standard input.
-    public let source: String
+    /// The source as given (absolute), or `-` for standard input, byte for byte.
+    public let sourcePath: [UInt8]
     /// The `Message-ID`, without its angle brackets; nil when the message has none.
     public let messageID: String?
     /// The decoded `Subject`, when there is one.
@@ -35,7 +35,7 @@ public struct ImportedMessage: Sendable {
     public let from: String?
     /// The `Date` as written (trimmed), when there is one.
     public let date: String?
-    /// The SHA-256 of the message's bytes: its key.
+    /// The SHA-256 of the message's bytes without what transport and filters add: its key.
     public let messageSHA256: String
     /// Imported, a duplicate, or refused.
     public let status: Status
@@ -46,17 +46,20 @@ public struct ImportedMessage: Sendable {
 }
 
 extension ImportedMessage {
+    /// `sourcePath` as text (U+FFFD for bytes that are not UTF-8).
+    public var source: String { String(decoding: sourcePath, as: UTF8.self) }
+
     /// The same message with another status and attachments.
     func with(status: Status, attachments: [Attachment]) -> ImportedMessage {
         ImportedMessage(
-            source: source, messageID: messageID, subject: subject, from: from, date: date,
+            sourcePath: sourcePath, messageID: messageID, subject: subject, from: from, date: date,
             messageSHA256: messageSHA256, status: status, attachments: attachments, reason: reason)
     }
 
     /// The object `inbox import --json` prints for the message (ARCHITECTURE.md, "Mail import"): `source`,
     /// `message_id`, `subject`, `from`, `date`, `message_sha256`, `status`, `attachments` (each `name`, `path`,
-    /// `size`, `sha256`, `content_type`), and `reason` when refused. Names and paths that are not UTF-8 also
-    /// come exact, as `name_b64` and `path_b64`.
+    /// `size`, `sha256`, `content_type`), and `reason` when refused. A source, names and paths that are not
+    /// UTF-8 also come exact, as `source_b64`, `name_b64` and `path_b64`.
     public var json: String {
         var buffer: [UInt8] = []
         func member(_ key: String, _ value: String?, first: Bool = false) {
@@ -65,7 +68,7 @@ extension ImportedMessage {
             if let value { EventEncoding.appendString(value, to: &buffer) } else { buffer += Array("null".utf8) }
         }
         buffer.append(UInt8(ascii: "{"))
-        member("source", source, first: true)
+        EventEncoding.appendPathMember("source", sourcePath, to: &buffer)
         member("message_id", messageID)
         member("subject", subject)
         member("from", from)

@@ -12,6 +12,7 @@ public final class MailImporter {
     public let limits: MailLimits
     private let index: ImportIndex
     private let digest: SHA256Digest
+    private lazy var keys = MessageKey(digest: digest)
 
     /// An importer into `inbox`, with its container's import index open (made when missing).
     /// - Throws: SQLite's failure to open or make the index, with the exit status that matches it.
@@ -26,17 +27,20 @@ public final class MailImporter {
     static let batchMessages = 64
     static let batchAttachments = Inbox.deliveryChunk
 
-    /// Imports every message of a source: a message file, an mbox, a Maildir folder (read only), or `-` for
-    /// standard input. `each` is called after each message, in order; messages are placed a batch at a time. A
-    /// message that fails (a full disk, an I/O error) stops the source: the error is thrown, what came before
-    /// stays imported.
-    public func importSource(_ argument: String, each: (ImportedMessage) -> Void) throws(ContainerError) {
-        let source = try MailSource.named(argument)
+    /// Imports every message of a source: a message file, an mbox, a Maildir folder (read only), a FIFO or pipe
+    /// (read once, typed like a file), or `-` for standard input (one message). `path` is used byte for byte.
+    /// `each` is called after each message, in order; messages are placed a batch at a time. `skipped` is called
+    /// with one line for each Maildir entry left unread, not being a regular file. A message that fails (a full
+    /// disk, an I/O error) stops the source: the error is thrown, what came before stays imported.
+    public func importSource(
+        _ path: some CStringConvertible, skipped: (String) -> Void = { _ in }, each: (ImportedMessage) -> Void
+    ) throws(ContainerError) {
+        let source = try MailSource.named(path.pathBytes)
         let folder = try inbox.container.openFolder(.inbox)
         var batch = ImportBatch()
         var stopped: ContainerError?
         do {
-            try source.forEachMessage { message throws(ContainerError) in
+            try source.forEachMessage(skipped: skipped) { message throws(ContainerError) in
                 if batch.isFull || batch.keys.contains(message.key) {
                     try finish(&batch, folder: folder.rawValue, each: each)
                 }
@@ -49,17 +53,19 @@ public final class MailImporter {
         if let stopped { throw stopped }
     }
 
-    /// Imports one message from the regular file open at `fd` (all of it); `source` names it in the log.
+    /// Imports one message from the regular file open at `fd` (all of it but a `From ` envelope line at its
+    /// start); `source` names it in the log.
     public func importMessage(fromFile fd: CInt, source: String) throws(ContainerError) -> ImportedMessage {
         let file = SharedDescriptor(FileDescriptor(owning: try Self.duplicate(fd)))
-        let key = try digest.hash(file.rawValue, from: 0, to: nil, shown: source)
-        let length: Int64
+        let start: Int64
         do {
-            length = try file.descriptor.fileStatus().size
+            start = try TemporaryCopy.envelopeLength(file.rawValue)
         } catch {
             throw error.failure("read", source)
         }
-        return try importMessage(SourceMessage(file: file, offset: 0, length: length, key: key, source: source))
+        return try importMessage(
+            try MailSource.message(
+                file, from: start, to: nil, mboxEntry: false, path: Array(source.utf8), keys: keys))
     }
 
     /// Imports one message held in memory; `source` names it in the log.
@@ -112,7 +118,7 @@ public final class MailImporter {
             }
         }
         let headers = ImportedMessage(
-            source: message.source, messageID: parsed.messageID, subject: parsed.subject, from: parsed.from,
+            sourcePath: message.sourcePath, messageID: parsed.messageID, subject: parsed.subject, from: parsed.from,
             date: parsed.date, messageSHA256: staged.keyHex, status: .imported, attachments: [], reason: nil)
         batch.append(.staged(staged, described: described, headers: headers), key: message.key)
     }
@@ -189,11 +195,11 @@ public final class MailImporter {
             Event(
                 .rejected,
                 [
-                    "source": .string(message.source), "message_sha256": .string(keyHex),
+                    "source": .path(message.sourcePath), "message_sha256": .string(keyHex),
                     "reason": .string(reason),
                 ]), durable: true)
         return ImportedMessage(
-            source: message.source, messageID: parsed?.messageID, subject: parsed?.subject, from: parsed?.from,
+            sourcePath: message.sourcePath, messageID: parsed?.messageID, subject: parsed?.subject, from: parsed?.from,
             date: parsed?.date, messageSHA256: keyHex, status: .refused, attachments: [], reason: reason)
     }
 

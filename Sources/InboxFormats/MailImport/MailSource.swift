@@ -7,31 +7,37 @@ struct SourceMessage {
     let file: SharedDescriptor
     let offset: Int64
     let length: Int64
-    /// The SHA-256 of the message's bytes.
+    /// The message's key (`MessageKey`).
     let key: [UInt8]
-    /// The source as given (absolute), or `-`.
-    let source: String
+    /// The source as given (absolute), or `-`, byte for byte.
+    let sourcePath: [UInt8]
+
+    /// `sourcePath` as text (U+FFFD for bytes that are not UTF-8), as a record's `source` holds it.
+    var source: String { String(decoding: sourcePath, as: UTF8.self) }
 }
 
-/// Where messages come from: a message file, an mbox, a Maildir folder (read only), or standard input.
+/// Where messages come from: a message file, an mbox, a Maildir folder (read only), or standard input. A file
+/// source is open from the start, so it is read once: a FIFO or pipe is copied into an unnamed file first.
 enum MailSource {
-    case message(String)
-    case mbox(String)
-    case maildir(String)
+    case message(SharedDescriptor, path: [UInt8])
+    case mbox(SharedDescriptor, path: [UInt8])
+    case maildir(SharedDescriptor, path: [UInt8])
     case standardInput
 
-    /// What `argument` names: `-` is standard input, a folder with `cur` and `new` a Maildir, a file that starts
-    /// with `From ` an mbox, any other file one message. A source that does not exist is exit status 66.
-    static func named(_ argument: String) throws(ContainerError) -> MailSource {
-        guard argument != "-" else { return .standardInput }
-        let path = argument.hasPrefix("/") ? argument : currentWorkingDirectory() + "/" + argument
+    /// What `argument` names: `-` is standard input, a folder with `cur` and `new` a Maildir, a file (or the
+    /// copy of a FIFO) that starts with `From ` an mbox, any other file one message. A source that does not
+    /// exist is exit status 66.
+    static func named(_ argument: [UInt8]) throws(ContainerError) -> MailSource {
+        guard argument != [UInt8(ascii: "-")] else { return .standardInput }
+        let path = argument.first == UInt8(ascii: "/") ? argument : currentWorkingDirectory() + [0x2F] + argument
+        let shown = Self.shown(argument)
         // Followed if a link: the source is the user's to name.
-        let file = try open(path, shown: argument)
+        let file = try open(shown: argument) { () throws(Errno) in try FileDescriptor(path, [.readOnly]) }
         let status: FileStatus
         do {
             status = try file.fileStatus()
         } catch {
-            throw error.failure("read", argument)
+            throw error.failure("read", shown)
         }
         switch status.kind {
         case .directory:
@@ -40,91 +46,149 @@ enum MailSource {
             }
             guard isMaildir else {
                 throw ContainerError(
-                    .badData, "cannot import '\(argument)': a folder, but not a Maildir (no cur/ and new/)")
+                    .badData, "cannot import '\(shown)': a folder, but not a Maildir (no cur/ and new/)")
             }
-            return .maildir(path)
+            return .maildir(SharedDescriptor(file), path: path)
         case .regular:
-            var start = [UInt8](repeating: 0, count: 5)
-            let count: Int
-            do throws(Errno) {
-                count = try preadChunk(file.rawValue, into: &start, at: 0)
-            } catch {
-                throw error.failure("read", argument)
-            }
-            return count == 5 && start == Array("From ".utf8) ? .mbox(path) : .message(path)
+            return try typed(SharedDescriptor(file), path: path, shown: shown)
+        case .fifo:
+            return try typed(try TemporaryCopy.of(file, shown: shown), path: path, shown: shown)
         default:
-            throw ContainerError(.badData, "cannot import '\(argument)': not a file, an mbox or a Maildir")
+            throw ContainerError(.badData, "cannot import '\(shown)': not a file, an mbox, a Maildir or a pipe")
         }
     }
 
-    /// The source as the `imported` record names it.
-    var shown: String {
+    /// An mbox when `file` starts with `From `, else one message.
+    private static func typed(_ file: SharedDescriptor, path: [UInt8], shown: String) throws(ContainerError)
+        -> MailSource
+    {
+        var start = [UInt8](repeating: 0, count: 5)
+        let count: Int
+        do throws(Errno) {
+            count = try preadChunk(file.rawValue, into: &start, at: 0)
+        } catch {
+            throw error.failure("read", shown)
+        }
+        return count == 5 && start == Array("From ".utf8) ? .mbox(file, path: path) : .message(file, path: path)
+    }
+
+    /// The source as records name it: its absolute path, or `-`.
+    var path: [UInt8] {
         switch self {
-        case .message(let path), .mbox(let path), .maildir(let path): path
-        case .standardInput: "-"
+        case .message(_, let path), .mbox(_, let path), .maildir(_, let path): path
+        case .standardInput: Array("-".utf8)
         }
     }
 
-    /// Calls `body` with each message in order, one at a time, so memory stays flat however large the source.
-    func forEachMessage(_ body: (SourceMessage) throws(ContainerError) -> Void) throws(ContainerError) {
-        let digest = try SHA256Digest()
+    /// `path` as messages show it: control characters and bytes that are not UTF-8 escaped.
+    static func shown(_ path: [UInt8]) -> String { String(decoding: TerminalText.escaped(path), as: UTF8.self) }
+
+    /// Calls `body` with each message in order, one at a time, so memory stays flat however large the source;
+    /// `skipped` with one line for each Maildir entry that is not a regular file, left unopened.
+    func forEachMessage(
+        skipped: (String) -> Void = { _ in }, _ body: (SourceMessage) throws(ContainerError) -> Void
+    ) throws(ContainerError) {
+        let keys = MessageKey(digest: try SHA256Digest())
+        let shown = Self.shown(path)
         switch self {
-        case .message(let path):
-            let file = SharedDescriptor(try Self.open(path, shown: path))
-            try body(try Self.message(file, from: 0, to: nil, source: path, digest: digest))
-        case .mbox(let path):
-            let file = SharedDescriptor(try Self.open(path, shown: path))
-            try MboxReader(file: file.rawValue, shown: path).forEachEntry { start, end throws(ContainerError) in
-                try body(try Self.message(file, from: start, to: end, source: path, digest: digest))
+        case .message(let file, let path):
+            try body(try Self.message(file, from: 0, to: nil, mboxEntry: false, path: path, keys: keys))
+        case .mbox(let file, let path):
+            try MboxReader(file: file.rawValue, shown: shown).forEachEntry { start, end throws(ContainerError) in
+                try body(try Self.message(file, from: start, to: end, mboxEntry: true, path: path, keys: keys))
             }
-        case .maildir(let path):
-            for folder in ["new", "cur"] {
-                for name in try Self.maildirEntries(path + "/" + folder) {
-                    let file = SharedDescriptor(try Self.open(path + "/" + folder + "/" + name.string, shown: path))
-                    try body(try Self.message(file, from: 0, to: nil, source: path, digest: digest))
+        case .maildir(let maildir, let path):
+            for name in ["new", "cur"] {
+                let folderPath = path + Array("/\(name)".utf8)
+                let folder = try Self.open(shown: folderPath) { () throws(Errno) in
+                    try FileDescriptor(folder: name, at: maildir.rawValue)
+                }
+                let entries: [FileName]
+                do {
+                    entries = try folder.entries().filter { !$0.isHidden }.sorted()
+                } catch {
+                    throw error.failure("read", Self.shown(folderPath))
+                }
+                for entry in entries {
+                    let entryPath = folderPath + [0x2F] + entry.bytes
+                    guard let file = try Self.openEntry(entry, in: folder.rawValue, path: entryPath, skipped: skipped)
+                    else { continue }
+                    try body(try Self.message(file, from: 0, to: nil, mboxEntry: false, path: path, keys: keys))
                 }
             }
         case .standardInput:
             let (file, start) = try TemporaryCopy.standardInput()
-            try body(try Self.message(file, from: start, to: nil, source: "-", digest: digest))
+            try body(try Self.message(file, from: start, to: nil, mboxEntry: false, path: path, keys: keys))
         }
     }
 
     /// The message in `file` from `start` to `end` (the end of the file when nil), with its key.
-    private static func message(
-        _ file: SharedDescriptor, from start: Int64, to end: Int64?, source: String, digest: SHA256Digest
+    static func message(
+        _ file: SharedDescriptor, from start: Int64, to end: Int64?, mboxEntry: Bool, path: [UInt8], keys: MessageKey
     ) throws(ContainerError) -> SourceMessage {
         var stop: Int64 = end ?? 0
         do throws(Errno) {
             if end == nil { stop = try file.descriptor.fileStatus().size }
         } catch {
-            throw error.failure("read", source)
+            throw error.failure("read", shown(path))
         }
-        let key = try digest.hash(file.rawValue, from: start, to: stop, shown: source)
-        return SourceMessage(file: file, offset: start, length: stop - start, key: key, source: source)
+        let key = try keys.key(of: file.rawValue, from: start, to: stop, mboxEntry: mboxEntry, shown: shown(path))
+        return SourceMessage(file: file, offset: start, length: stop - start, key: key, sourcePath: path)
     }
 
-    /// The message files of a Maildir folder, sorted by name; hidden names are not messages.
-    private static func maildirEntries(_ path: String) throws(ContainerError) -> [FileName] {
+    /// The Maildir entry `name` of `folder` open for reading, or nil when it is not a regular file (a FIFO, a
+    /// socket, a device, a folder, any symbolic link) or is gone: then `skipped` is told, and it is not opened, or
+    /// opened without following a link and without waiting for a writer, and closed.
+    private static func openEntry(
+        _ name: FileName, in folder: CInt, path: [UInt8], skipped: (String) -> Void
+    ) throws(ContainerError) -> SharedDescriptor? {
+        func skip(_ why: String) -> SharedDescriptor? {
+            skipped("skipped '\(shown(path))': \(why)")
+            return nil
+        }
         do {
-            let folder = try FileDescriptor(path, [.directory])
-            return try folder.entries().filter { !$0.isHidden }.sorted()
+            guard let status = try fileStatusIfPresent(in: folder, name) else { return skip("gone before it was read") }
+            guard status.kind == .regular else { return skip(Self.notAMessage(status.kind)) }
+            let file = try FileDescriptor(at: folder, name, [.readOnly, .noFollow, .nonBlocking])
+            let kind = try file.fileStatus().kind
+            guard kind == .regular else { return skip(Self.notAMessage(kind)) }
+            return SharedDescriptor(file)
+        } catch .tooManySymbolicLinks {
+            return skip(Self.notAMessage(.symbolicLink))
+        } catch .noSuchFile {
+            return skip("gone before it was read")
         } catch {
-            throw error.failure("read", path)
+            throw error.failure("read", shown(path))
         }
     }
 
-    private static func open(_ path: String, shown: String) throws(ContainerError) -> FileDescriptor {
+    /// What `opening` opens, its failure an error about `shown`.
+    private static func open(shown: [UInt8], _ opening: () throws(Errno) -> FileDescriptor) throws(ContainerError)
+        -> FileDescriptor
+    {
         do {
-            return try FileDescriptor(path, [.readOnly])
+            return try opening()
         } catch {
-            throw error.failure("read", shown)
+            throw error.failure("read", Self.shown(shown))
         }
     }
 
-    private static func currentWorkingDirectory() -> String {
-        guard let cwd = getcwd(nil, 0) else { return "." }
+    private static func notAMessage(_ kind: FileKind) -> String {
+        let what: String
+        switch kind {
+        case .directory: what = "a folder"
+        case .symbolicLink: what = "a symbolic link"
+        case .fifo: what = "a FIFO"
+        case .socket: what = "a socket"
+        case .characterDevice, .blockDevice: what = "a device"
+        case .regular, .unknown: what = "not a regular file"
+        }
+        return what + ", not a message file"
+    }
+
+    private static func currentWorkingDirectory() -> [UInt8] {
+        guard let cwd = getcwd(nil, 0) else { return Array(".".utf8) }
         defer { free(cwd) }
-        return String(cString: cwd)
+        return Array(UnsafeRawBufferPointer(start: cwd, count: strlen(cwd)))
     }
 }

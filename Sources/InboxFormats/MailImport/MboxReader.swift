@@ -67,8 +67,8 @@ struct MboxReader {
     }
 }
 
-/// A message copied to an unnamed temporary file (in `$TMPDIR`, else `/tmp`), so that standard input or bytes in
-/// memory can be hashed and parsed from a file like any other.
+/// A message copied to an unnamed temporary file (in `$TMPDIR`, else `/tmp`), so that standard input, a pipe or
+/// bytes in memory can be hashed and parsed from a file like any other.
 enum TemporaryCopy {
     /// Standard input, and the offset where its message starts: a `From ` envelope line at its start is not
     /// part of the message.
@@ -81,6 +81,11 @@ enum TemporaryCopy {
         } catch {
             throw error.failure("read", "standard input")
         }
+    }
+
+    /// What `file` (a FIFO or pipe) holds, read once to its end.
+    static func of(_ file: borrowing FileDescriptor, shown: String) throws(ContainerError) -> SharedDescriptor {
+        try make(shown: "'\(shown)'") { copy throws(Errno) in try copy.copyContents(from: file) }
     }
 
     /// `bytes`, in a file.
@@ -102,7 +107,7 @@ enum TemporaryCopy {
     }
 
     /// The length of the `From ` line at the start of `file` with its newline, or 0 when it has none.
-    private static func envelopeLength(_ file: CInt) throws(Errno) -> Int64 {
+    static func envelopeLength(_ file: CInt) throws(Errno) -> Int64 {
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var offset: Int64 = 0
         while true {
