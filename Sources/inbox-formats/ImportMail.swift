@@ -23,7 +23,8 @@ enum ImportMail {
         }
         for source in sources {
             do {
-                try importer.importSource(source, skipped: skipped) { message in
+                defer { tally.endSource() }
+                try importer.importSource(source, skipped: skipped, progress: { tally.advance($0) }) { message in
                     tally.clearProgress()
                     if format == .json {
                         objects?.print(message.json)

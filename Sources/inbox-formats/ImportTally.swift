@@ -15,6 +15,8 @@ struct ImportTally {
     private var firstFailure: ContainerError?
     /// The first failure's line, held while it may turn out to be the only line (one source, one message).
     private var held: String?
+    /// How far the source being read has come.
+    private var position: ImportProgress?
     private let progress = ProgressLine.standardError()
 
     init(sources: Int) { self.sources = sources }
@@ -35,7 +37,22 @@ struct ImportTally {
             let reason = message.reason ?? "refused"
             fail(ContainerError(.badData, "refused a message of '\(message.source)': \(reason)"))
         }
-        progress.draw("importing… \(summary)")
+        drawProgress()
+    }
+
+    /// Notes how far the source being read has come, and redraws the progress line.
+    mutating func advance(_ position: ImportProgress) {
+        self.position = position
+        drawProgress()
+    }
+
+    /// `inbox: importing… 42% of 1,203 MiB: 2,881 messages, 2,902 attachments`, on a terminal.
+    private func drawProgress() {
+        let messages = ProgressLine.grouped(messages)
+        let attachments = ProgressLine.grouped(attachments)
+        progress.draw(
+            "importing… \(position.map { $0.description + ": " } ?? "")\(messages) messages, \(attachments) attachments"
+        )
     }
 
     /// Notes a source that stopped with `error`.
@@ -43,6 +60,9 @@ struct ImportTally {
         failedSources += 1
         fail(error)
     }
+
+    /// Forgets the position of the source that was read.
+    mutating func endSource() { position = nil }
 
     /// Erases the progress line so a result line can follow.
     func clearProgress() { progress.clear() }

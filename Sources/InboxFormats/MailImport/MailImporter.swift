@@ -30,17 +30,19 @@ public final class MailImporter {
     /// Imports every message of a source: a message file, an mbox, a Maildir folder (read only), a FIFO or pipe
     /// (read once, typed like a file), or `-` for standard input (one message). `path` is used byte for byte.
     /// `each` is called after each message, in order; messages are placed a batch at a time. `skipped` is called
-    /// with one line for each Maildir entry left unread, not being a regular file. A message that fails (a full
+    /// with one line for each Maildir entry left unread, not being a regular file; `progress` as the source is read
+    /// (an mbox's bytes, a Maildir's entries). A message that fails (a full
     /// disk, an I/O error) stops the source: the error is thrown, what came before stays imported.
     public func importSource(
-        _ path: some CStringConvertible, skipped: (String) -> Void = { _ in }, each: (ImportedMessage) -> Void
+        _ path: some CStringConvertible, skipped: (String) -> Void = { _ in },
+        progress: (ImportProgress) -> Void = { _ in }, each: (ImportedMessage) -> Void
     ) throws(ContainerError) {
         let source = try MailSource.named(path.pathBytes)
         let folder = try inbox.container.openFolder(.inbox)
         var batch = ImportBatch()
         var stopped: ContainerError?
         do {
-            try source.forEachMessage(skipped: skipped) { message throws(ContainerError) in
+            try source.forEachMessage(skipped: skipped, progress: progress) { message throws(ContainerError) in
                 if batch.isFull || batch.keys.contains(message.key) {
                     try finish(&batch, folder: folder.rawValue, each: each)
                 }

@@ -84,9 +84,11 @@ enum MailSource {
     static func shown(_ path: [UInt8]) -> String { String(decoding: TerminalText.escaped(path), as: UTF8.self) }
 
     /// Calls `body` with each message in order, one at a time, so memory stays flat however large the source;
-    /// `skipped` with one line for each Maildir entry that is not a regular file, left unopened.
+    /// `skipped` with one line for each Maildir entry that is not a regular file, left unopened; `progress` after
+    /// each message of an mbox or entry of a Maildir.
     func forEachMessage(
-        skipped: (String) -> Void = { _ in }, _ body: (SourceMessage) throws(ContainerError) -> Void
+        skipped: (String) -> Void = { _ in }, progress: (ImportProgress) -> Void = { _ in },
+        _ body: (SourceMessage) throws(ContainerError) -> Void
     ) throws(ContainerError) {
         let keys = MessageKey(digest: try SHA256Digest())
         let shown = Self.shown(path)
@@ -94,22 +96,38 @@ enum MailSource {
         case .message(let file, let path):
             try body(try Self.message(file, from: 0, to: nil, mboxEntry: false, path: path, keys: keys))
         case .mbox(let file, let path):
+            let size: Int64
+            do {
+                size = try file.descriptor.fileStatus().size
+            } catch {
+                throw error.failure("read", shown)
+            }
             try MboxReader(file: file.rawValue, shown: shown).forEachEntry { start, end throws(ContainerError) in
                 try body(try Self.message(file, from: start, to: end, mboxEntry: true, path: path, keys: keys))
+                progress(ImportProgress(done: end, of: size, unit: .bytes))
             }
         case .maildir(let maildir, let path):
+            // Both folders listed first, so that progress knows the count.
+            var folders: [(folder: SharedDescriptor, path: [UInt8], entries: [FileName])] = []
             for name in ["new", "cur"] {
                 let folderPath = path + Array("/\(name)".utf8)
-                let folder = try Self.open(shown: folderPath) { () throws(Errno) in
-                    try FileDescriptor(folder: name, at: maildir.rawValue)
-                }
-                let entries: [FileName]
-                do {
-                    entries = try folder.entries().filter { !$0.isHidden }.sorted()
+                let folder = SharedDescriptor(
+                    try Self.open(shown: folderPath) { () throws(Errno) in
+                        try FileDescriptor(folder: name, at: maildir.rawValue)
+                    })
+                do throws(Errno) {
+                    folders.append(
+                        (folder, folderPath, try folder.descriptor.entries().filter { !$0.isHidden }.sorted()))
                 } catch {
                     throw error.failure("read", Self.shown(folderPath))
                 }
+            }
+            let total = Int64(folders.reduce(0) { $0 + $1.entries.count })
+            var done: Int64 = 0
+            for (folder, folderPath, entries) in folders {
                 for entry in entries {
+                    done += 1
+                    defer { progress(ImportProgress(done: done, of: total, unit: .entries)) }
                     let entryPath = folderPath + [0x2F] + entry.bytes
                     guard let file = try Self.openEntry(entry, in: folder.rawValue, path: entryPath, skipped: skipped)
                     else { continue }
