@@ -21,20 +21,21 @@ enum ImportMail {
             tally.clearProgress()
             Output.problem(line)
         }
+        func imported(_ message: ImportedMessage) {
+            tally.clearProgress()
+            if format == .json {
+                objects?.print(message.json)
+            } else {
+                for attachment in message.attachments {
+                    Output.name(attachment.item.path, nulTerminated: format == .nulTerminated)
+                }
+            }
+            tally.count(message)
+        }
         for source in sources {
             do {
                 defer { tally.endSource() }
-                try importer.importSource(source, skipped: skipped, progress: { tally.advance($0) }) { message in
-                    tally.clearProgress()
-                    if format == .json {
-                        objects?.print(message.json)
-                    } else {
-                        for attachment in message.attachments {
-                            Output.name(attachment.item.path, nulTerminated: format == .nulTerminated)
-                        }
-                    }
-                    tally.count(message)
-                }
+                try importer.importSource(source, skipped: skipped, progress: { tally.advance($0) }, each: imported)
             } catch {
                 // Standard input is what an MTA hands over: whatever failed there is not the message's fault.
                 let failure = ImportCommand.readsStandardInput([source]) ? ContainerError(.busy, error.message) : error
