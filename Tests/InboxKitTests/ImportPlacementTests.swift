@@ -76,7 +76,12 @@ import Testing
         try index.markPlacing(
             message.attachments.enumerated().filter { only == nil || $0.offset == only }.map {
                 (message.key, $0.offset, $0.element)
-            })
+            },
+            of: [
+                ImportIndex.PendingMessage(
+                    key: message.key, messageID: message.messageID, source: message.source,
+                    count: message.attachments.count)
+            ])
     }
 
     /// Each attachment (of both messages, with `both`) is in the Inbox exactly once, with its `delivered` record,
@@ -190,7 +195,7 @@ import Testing
                         .delivered,
                         [
                             "path": .string("Documents/Inbox/photo.jpg"),
-                            "message_sha256": .string(String(repeating: "ab", count: 32)),
+                            "message_sha256": .string(String(repeating: "ab", count: 32)), "ordinal": .int(1),
                         ]))
                 return (scratch, try staged(scratch, both: true), index)
             },

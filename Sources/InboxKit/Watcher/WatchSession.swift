@@ -54,6 +54,12 @@ final class WatchSession {
         try AppBundle(container: inbox.container).checkSeal()
         lock = try WatcherLock(container: inbox.container)
         for unlogged in inbox.recoverInterruptedMoves() { watcher.report(unlogged.message) }
+        // Before the start-up scan, so an import's `delivered` record comes before the file's `arrived`.
+        do throws(ContainerError) {
+            try inbox.repairInterruptedImports()
+        } catch {
+            watcher.report("repairing an interrupted import: \(error.message)")
+        }
         Watcher.ignoreLeaseBreakSignal()
         nextRescan = .now + options.rescanInterval
         pipeline = try ArrivalPipeline(watcher: watcher)
