@@ -70,10 +70,14 @@ extension ImportIndex {
         case .damaged(let reason):
             try rebuild(inStateFolder: directory, settingAside: reason)
         }
-        guard case .sound(let database) = try health(directory) else {
+        switch try health(directory) {
+        case .sound(let database):
+            return database
+        case .damaged(let reason):
+            throw ContainerError(.failure, "cannot rebuild the import index '\(directory)/\(fileName)': \(reason)")
+        case .missing, .unstamped:
             throw ContainerError(.failure, "cannot rebuild the import index '\(directory)/\(fileName)'")
         }
-        return database
     }
 
     /// Looks at the index file: missing, damaged, or open (and set to WAL, `synchronous=FULL`) when it is ours.
@@ -90,10 +94,8 @@ extension ImportIndex {
         do {
             // SQLite's own open failure does not say why: ours does. Only a refusal is damage.
             _ = try FileDescriptor(path, [.readWrite, .noFollow, .nonBlocking])
-        } catch .permissionDenied {
-            return .damaged(reason: "it cannot be opened (EACCES)")
-        } catch .notPermitted {
-            return .damaged(reason: "it cannot be opened (EPERM)")
+        } catch where error == .permissionDenied || error == .notPermitted {
+            return .damaged(reason: "it cannot be opened: \(error)")
         } catch {
             throw error.failure("open the import index", path)
         }
