@@ -43,7 +43,8 @@ import Testing
 
     /// 64 messages, one placement batch.
     static let mbox = (0..<messages).map {
-        "From alice@example.org Mon Jan  1 00:00:00 2024\n" + message($0, subject: "batch \($0)", attachments: attachments($0))
+        "From alice@example.org Mon Jan  1 00:00:00 2024\n"
+            + message($0, subject: "batch \($0)", attachments: attachments($0))
             + "\n"
     }.joined()
 
@@ -76,7 +77,9 @@ import Testing
 
     /// The names in the Inbox, hidden staging files left out.
     static func inboxNames(_ container: String) throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").filter { !$0.hasPrefix(".") }
+        try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").filter {
+            !$0.hasPrefix(".")
+        }
     }
 
     /// The log never lies: each file in the Inbox has exactly one `delivered` record, and no such record names a

@@ -52,7 +52,8 @@ import Testing
             let python = Process()
             python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
             python.arguments = [
-                "-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute('CREATE TABLE notes(x)'); db.commit()",
+                "-c",
+                "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute('CREATE TABLE notes(x)'); db.commit()",
                 index,
             ]
             try python.run()

@@ -38,8 +38,10 @@ import Testing
     }
 
     /// An mbox of three messages, with one, two and three attachments.
-    static let mbox = (1...3).map { "From alice@example.org Mon Jan  1 00:00:00 2024\n" + message($0, attachments: $0) + "\n" }
-        .joined()
+    static let mbox = (1...3).map {
+        "From alice@example.org Mon Jan  1 00:00:00 2024\n" + message($0, attachments: $0) + "\n"
+    }
+    .joined()
 
     /// Imports `path` with a fresh importer; the statuses of its messages.
     private func importAll(_ scratch: Scratch, _ path: String) throws -> [ImportedMessage.Status] {
@@ -182,7 +184,8 @@ import Testing
         _ = try importAll(scratch, mbox)
         // An append past a tiny size rotates the log: the import records are only in the rotated file now.
         try EventLog(directory: scratch.container.stateDirectory, maxBytes: 1).append(Event(.rescan))
-        let live = (try? String(contentsOfFile: scratch.container.stateDirectory + "/events.jsonl", encoding: .utf8)) ?? ""
+        let live =
+            (try? String(contentsOfFile: scratch.container.stateDirectory + "/events.jsonl", encoding: .utf8)) ?? ""
         #expect(!live.contains("\"imported\""))
         #expect(try scratch.inbox.log.rotatedFiles().count == 1)
         try damage(scratch, .garbage)

@@ -323,7 +323,10 @@ import Testing
             delivered.map { $0.fields["message_sha256"] } == [key, key, otherKey, otherKey],
             "the repair's records come before anything else")
         #expect(try scratch.inbox.log.records(kinds: ["imported"]).map { $0.fields["message_sha256"] } == [otherKey])
-        #expect(try index.parts(of: Self.key) == [0: .delivered(name: try name("report.pdf")), 1: .delivered(name: try name("photo.jpg"))])
+        #expect(
+            try index.parts(of: Self.key) == [
+                0: .delivered(name: try name("report.pdf")), 1: .delivered(name: try name("photo.jpg")),
+            ])
         #expect(try scratch.inboxEntries().allSatisfy { !$0.hasPrefix(".") }, "the unplaced staging file removed")
         // The message's next import delivers exactly the third, and completes it.
         let again = try importOnce(scratch, index: index)

@@ -72,7 +72,9 @@ extension Inbox {
             let staging = toPlace.map { messages[$0.message].attachments[$0.ordinal].staging }
             do throws(ContainerError) {
                 try index.markPlacing(
-                    toPlace.map { (messages[$0.message].key, $0.ordinal, messages[$0.message].attachments[$0.ordinal]) },
+                    toPlace.map {
+                        (messages[$0.message].key, $0.ordinal, messages[$0.message].attachments[$0.ordinal])
+                    },
                     of: Set(toPlace.map(\.message)).sorted().map { messages[$0] }.map {
                         ImportIndex.PendingMessage(
                             key: $0.key, messageID: $0.messageID, source: $0.source, count: $0.attachments.count)

@@ -94,7 +94,7 @@ extension ImportIndex {
         do {
             // SQLite's own open failure does not say why: ours does. Only a refusal is damage.
             _ = try FileDescriptor(path, [.readWrite, .noFollow, .nonBlocking])
-        } catch where error == .permissionDenied || error == .notPermitted {
+        } catch  where error == .permissionDenied || error == .notPermitted {
             return .damaged(reason: "it cannot be opened: \(error)")
         } catch {
             throw error.failure("open the import index", path)

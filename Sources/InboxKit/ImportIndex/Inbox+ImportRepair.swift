@@ -124,7 +124,9 @@ extension Inbox {
     }
 
     /// The `delivered` record of an attachment a crash left in the Inbox without one.
-    private func deliveredRecord(_ part: ImportIndex.PlacingPart, _ name: FileName, _ status: FileStatus, in folder: CInt)
+    private func deliveredRecord(
+        _ part: ImportIndex.PlacingPart, _ name: FileName, _ status: FileStatus, in folder: CInt
+    )
         throws(ContainerError) -> Event
     {
         let sha256: [UInt8]
