@@ -363,4 +363,32 @@ import Testing
         #expect(try importOnce(scratch, index: index).duplicate)
         #expect(try scratch.inbox.log.records(kinds: ["delivered"]).count == 2, "nothing delivered again")
     }
+
+    @Test func aRepairFailingAtAnySystemCallLeavesEachFileOneRecordOnceRetried() throws {
+        let sweep = FaultSweep<Scratch>(
+            setup: {
+                let scratch = try Scratch()
+                let index = try ImportIndex(container: scratch.container)
+                let crashed = try staged(scratch)
+                try crashed.writes.syncAll()
+                try markPlacing(index, crashed.message)
+                for file in crashed.message.attachments.prefix(2) {
+                    try system_renameat2(
+                        crashed.folder.rawValue, file.staging, crashed.folder.rawValue, file.name, .noReplace)
+                }
+                return scratch
+            },
+            operation: { scratch in try scratch.inbox.repairInterruptedImports() },
+            check: { scratch, outcome, plan throws in
+                expectClearError(outcome, plan)
+                try scratch.inbox.repairInterruptedImports()
+                let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+                #expect(delivered.compactMap { $0.fields["ordinal"] }.sorted() == ["0", "1"], "\(plan.summary)")
+                #expect(try importOnce(scratch).delivered.map(\.ordinal) == [2], "\(plan.summary)")
+                try sweepAsAWeekLater(scratch)
+                try expectEachOnce(scratch)
+            },
+            teardown: { $0.remove() })
+        try sweep.run("repair an interrupted import")
+    }
 }
