@@ -391,4 +391,25 @@ import Testing
             teardown: { $0.remove() })
         try sweep.run("repair an interrupted import")
     }
+
+    @Test func aRepairThatFailsAtAWatchersStartIsLoggedAndDoneAtTheNextTry() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let index = try ImportIndex(container: scratch.container)
+        let crashed = try staged(scratch)
+        try crashed.writes.syncAll()
+        try markPlacing(index, crashed.message)
+        let first = crashed.message.attachments[0]
+        try system_renameat2(crashed.folder.rawValue, first.staging, crashed.folder.rawValue, first.name, .noReplace)
+        // The first `flock` is `import.lock`'s.
+        let plan = SyscallFaultPlan(failing: 1, only: "flock", with: .ioError)
+
+        #expect(plan.run { scratch.inbox.repairInterruptedImportsLogging() } == nil, "logged, not returned")
+
+        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        #expect(errors.map { $0.fields["during"] } == ["repair an interrupted import"])
+        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).isEmpty)
+        #expect(scratch.inbox.repairInterruptedImportsLogging() == nil)
+        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).map { $0.fields["ordinal"] } == ["0"])
+    }
 }

@@ -9,6 +9,33 @@ extension Inbox {
         try repairInterruptedImports(index: try ImportIndex(container: container))
     }
 
+    /// As `repairInterruptedImports()`, for a watcher's start, which goes on whatever fails: a failure is logged
+    /// `error` (`during: repair an interrupted import`); returned when the log cannot take that record either, for
+    /// the caller to report another way.
+    package func repairInterruptedImportsLogging() -> ContainerError? {
+        do {
+            try repairInterruptedImports()
+            return nil
+        } catch {
+            do {
+                try log.append(
+                    Event(
+                        .error,
+                        [
+                            "during": .string("repair an interrupted import"),
+                            "path": .string(ImportIndex.relativePath), "errno": .int(Int64(error.cause?.rawValue ?? 0)),
+                            "message": .string(error.message),
+                        ]))
+                return nil
+            } catch let logFailure {
+                return ContainerError(
+                    logFailure.code,
+                    "repairing an interrupted import: \(error.message); and the event log cannot record it: "
+                        + logFailure.message, cause: logFailure.cause)
+            }
+        }
+    }
+
     /// As `repairInterruptedImports()`, with the index open.
     package func repairInterruptedImports(index: ImportIndex) throws(ContainerError) {
         // Only a hint without the lock: a placement in progress has placing records too.

@@ -55,11 +55,7 @@ final class WatchSession {
         lock = try WatcherLock(container: inbox.container)
         for unlogged in inbox.recoverInterruptedMoves() { watcher.report(unlogged.message) }
         // Before the start-up scan, so an import's `delivered` record comes before the file's `arrived`.
-        do throws(ContainerError) {
-            try inbox.repairInterruptedImports()
-        } catch {
-            watcher.report("repairing an interrupted import: \(error.message)")
-        }
+        if let unlogged = inbox.repairInterruptedImportsLogging() { watcher.report(unlogged.message) }
         Watcher.ignoreLeaseBreakSignal()
         nextRescan = .now + options.rescanInterval
         pipeline = try ArrivalPipeline(watcher: watcher)
