@@ -136,7 +136,8 @@ extension Inbox {
         _ delivered: [[UInt8]: [(ordinal: Int, name: FileName?)]], logged: Set<[UInt8]>, index: ImportIndex
     ) throws(ContainerError) -> [Event] {
         var records: [Event] = []
-        for (key, parts) in delivered where !logged.contains(key) {
+        for key in delivered.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) where !logged.contains(key) {
+            let parts = delivered[key] ?? []
             guard let pending = try index.pendingMessage(key), try isComplete(pending, adding: parts, index: index)
             else { continue }
             var event = Event(.imported, ["message_sha256": .string(SHA256Digest.hex(key))])
