@@ -81,7 +81,7 @@ import Testing
     }
 
     enum Damage: String, CaseIterable {
-        case garbage, truncated, foreign, folder, fifo
+        case garbage, truncated, garbledPage, foreign, folder, fifo
     }
 
     /// Damages the index as `damage` says.
@@ -93,6 +93,12 @@ import Testing
             try makeFile(path, pattern(20_000, seed: 7))
         case .truncated:
             #expect(truncate(path, Int(try status(path).size / 2)) == 0)
+        case .garbledPage:
+            // Every page but the first (the header and the schema), which open and the schema check read.
+            let size = Int(try status(path).size)
+            #expect(size > 4_096)
+            let file = try FileDescriptor(path, [.writeOnly])
+            #expect(try system_pwrite(file.rawValue, pattern(size - 4_096, seed: 9), at: 4_096) == size - 4_096)
         case .foreign:
             try FileManager.default.removeItem(atPath: path)
             let made = try python(

@@ -130,11 +130,13 @@ extension ImportIndex {
         let messages = try texts("SELECT name FROM pragma_table_info(?)", [.text("messages")])
         let parts = try texts("SELECT name FROM pragma_table_info(?)", [.text("parts")])
         if tables == ["messages", "parts"], parts == partsColumns {
-            if application == applicationID, version == schemaVersion, messages == messagesColumns {
-                return .sound(database)
-            }
-            if application == 0, version == 0, messages == Array(messagesColumns.dropLast()) {
-                return .unstamped(database)
+            let stamped = application == applicationID && version == schemaVersion && messages == messagesColumns
+            let unstamped = application == 0 && version == 0 && messages == Array(messagesColumns.dropLast())
+            if stamped || unstamped {
+                // Every page read once: damage deep inside is found now, not by a lookup in the middle of an import.
+                let check = try texts("PRAGMA quick_check")
+                guard check == ["ok"] else { return .damaged(reason: check.prefix(3).joined(separator: "; ")) }
+                return stamped ? .sound(database) : .unstamped(database)
             }
         }
         let held = tables.isEmpty ? "no tables" : "tables " + tables.joined(separator: ", ")
