@@ -196,46 +196,6 @@ import Testing
         #expect(logRecords(container, event: "imported").last?["duplicate"] as? Bool == true)
     }
 
-    /// An mbox of three: the message, another with other attachments, and the message again (placed as a
-    /// duplicate in a batch of its own).
-    static let mbox =
-        "From alice@example.org Mon Jan  1 00:00:00 2024\n" + message + "\n"
-        + "From carol@example.org Mon Jan  1 00:00:01 2024\n"
-        + message.replacingOccurrences(of: "the report", with: "the other report")
-        .replacingOccurrences(
-            of: "JVBERi0xLjQKJcOkw7zDtsOfCjEgMCBvYmoKPDwvVHlwZS9DYXRhbG9nPj4KZW5kb2JqCiUlRU9GCg==",
-            with: "T1RIRVIgUERGCg=="
-        )
-        .replacingOccurrences(of: "a,b\n1,2", with: "c,d\n3,4")
-        .replacingOccurrences(of: "AAECAwQFBgc=", with: "CAkKCwwNDg8=") + "\n"
-        + "From alice@example.org Mon Jan  1 00:00:02 2024\n" + message + "\n"
-
-    @Test func anImportKilledAtAnyCallDeliversExactlyTheMissingWhenRunAgain() throws {
-        let expectedCount = 6
-        var crashes = 0
-        for call in 1...10_000 {
-            let folder = try TemporaryFolder()
-            let container = try folder.container()
-            let path = try folder.file("mail.mbox", Self.mbox)
-            let crashed = try InboxProcess.run(
-                "--container", container, "import", path, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
-            guard crashed.status == 128 + SIGKILL else {
-                #expect(crashed.status == 0, "\(crashed.stderr)")
-                break
-            }
-            crashes += 1
-            let again = try InboxProcess.run("--container", container, "import", path)
-            #expect(again.status == 0, "call \(call): \(again.stderr)")
-            let sums = try Self.contents(container)
-            #expect(
-                sums.count == expectedCount && Set(sums).count == expectedCount, "call \(call): \(sums.count) files")
-            let third = try InboxProcess.run("--container", container, "import", path)
-            #expect(third.stdout.isEmpty, "call \(call): complete after the retry")
-        }
-        print("crash points inbox import: \(crashes)")
-        #expect(crashes > 40)
-    }
-
     @Test func twentyImportsOfOneMessageAtOnceDeliverItOnce() throws {
         let folder = try TemporaryFolder()
         let container = try folder.container()

@@ -32,7 +32,7 @@ import Testing
 
     /// Stages this run's copies of the attachments (and of the other message's, with `both`), as an import does
     /// before it places them.
-    private func staged(_ scratch: Scratch, both: Bool = false) throws -> Staged {
+    private func staged(_ scratch: Scratch, first: Bool = true, both: Bool = false) throws -> Staged {
         let folder = SharedDescriptor(try scratch.container.openFolder(.inbox))
         let writes = StagedWrites()
         func stage(_ attachments: [(name: String, bytes: [UInt8])]) throws -> [StagedDelivery] {
@@ -43,11 +43,13 @@ import Testing
                 ) { file in try file.writeAll(attachment.bytes) }
             }
         }
-        var messages = [
-            StagedMessage(
-                key: Self.key, messageID: "<m1@example.org>", source: "m1.eml", attachments: try stage(Self.attachments)
-            )
-        ]
+        var messages: [StagedMessage] = []
+        if first {
+            messages.append(
+                StagedMessage(
+                    key: Self.key, messageID: "<m1@example.org>", source: "m1.eml",
+                    attachments: try stage(Self.attachments)))
+        }
         if both {
             messages.append(
                 StagedMessage(
@@ -76,7 +78,12 @@ import Testing
         try index.markPlacing(
             message.attachments.enumerated().filter { only == nil || $0.offset == only }.map {
                 (message.key, $0.offset, $0.element)
-            })
+            },
+            of: [
+                ImportIndex.PendingMessage(
+                    key: message.key, messageID: message.messageID, source: message.source,
+                    count: message.attachments.count)
+            ])
     }
 
     /// Each attachment (of both messages, with `both`) is in the Inbox exactly once, with its `delivered` record,
@@ -190,7 +197,7 @@ import Testing
                         .delivered,
                         [
                             "path": .string("Documents/Inbox/photo.jpg"),
-                            "message_sha256": .string(String(repeating: "ab", count: 32)),
+                            "message_sha256": .string(String(repeating: "ab", count: 32)), "ordinal": .int(1),
                         ]))
                 return (scratch, try staged(scratch, both: true), index)
             },
@@ -279,5 +286,130 @@ import Testing
             index: try ImportIndex(container: restored), folder: folder.rawValue)[0]
         #expect(again.error == nil)
         #expect(again.delivered.map(\.ordinal) == [0, 1, 2], "nothing taken for placed that never was")
+    }
+
+    /// The SHA-256 of `bytes`, in hex.
+    private func sha256(_ bytes: [UInt8]) throws -> String {
+        let digest = try SHA256Digest()
+        try digest.begin()
+        try bytes.withUnsafeBytes { try digest.update($0) }
+        return SHA256Digest.hex(try digest.finish())
+    }
+
+    @Test func aCrashBetweenTheRenamesAndTheirRecordsIsRepairedByTheNextImportOfAnotherMessage() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let index = try ImportIndex(container: scratch.container)
+        let crashed = try staged(scratch)
+        try crashed.writes.syncAll()
+        try markPlacing(index, crashed.message)
+        // The crash: the first two renamed into the Inbox, their records never written.
+        for file in crashed.message.attachments.prefix(2) {
+            try system_renameat2(crashed.folder.rawValue, file.staging, crashed.folder.rawValue, file.name, .noReplace)
+        }
+
+        let other = place(scratch, try staged(scratch, first: false, both: true), index: index)
+
+        #expect(other.map { $0.error == nil && $0.delivered.count == 2 } == [true])
+        let key = String(repeating: "ab", count: 32)
+        let repaired = try scratch.inbox.log.records(kinds: ["delivered"]).filter { $0.fields["message_sha256"] == key }
+        #expect(repaired.map { $0.fields["ordinal"] } == ["0", "1"])
+        #expect(repaired.map { $0.fields["path"] } == ["Documents/Inbox/report.pdf", "Documents/Inbox/photo.jpg"])
+        #expect(repaired.map { $0.fields["size"] } == Self.attachments.prefix(2).map { "\($0.bytes.count)" })
+        #expect(try repaired.map { $0.fields["sha256"] } == Self.attachments.prefix(2).map { try sha256($0.bytes) })
+        let otherKey = String(repeating: "cd", count: 32)
+        let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+        #expect(
+            delivered.map { $0.fields["message_sha256"] } == [key, key, otherKey, otherKey],
+            "the repair's records come before anything else")
+        #expect(try scratch.inbox.log.records(kinds: ["imported"]).map { $0.fields["message_sha256"] } == [otherKey])
+        #expect(
+            try index.parts(of: Self.key) == [
+                0: .delivered(name: try name("report.pdf")), 1: .delivered(name: try name("photo.jpg")),
+            ])
+        #expect(try scratch.inboxEntries().allSatisfy { !$0.hasPrefix(".") }, "the unplaced staging file removed")
+        // The message's next import delivers exactly the third, and completes it.
+        let again = try importOnce(scratch, index: index)
+        #expect(again.error == nil && again.delivered.map(\.ordinal) == [2])
+        try expectEachOnce(scratch, both: true)
+        #expect(try index.isComplete(Self.key))
+    }
+
+    @Test func anAttachmentGoneFromTheInboxSinceTheCrashGetsARecoveredRecordAndNoDeliveredOne() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let index = try ImportIndex(container: scratch.container)
+        let crashed = try staged(scratch)
+        try crashed.writes.syncAll()
+        try markPlacing(index, crashed.message)
+        for file in crashed.message.attachments {
+            try system_renameat2(crashed.folder.rawValue, file.staging, crashed.folder.rawValue, file.name, .noReplace)
+        }
+        // Moved on before the repair.
+        try system_unlinkat(crashed.folder.rawValue, crashed.message.attachments[0].name)
+
+        try scratch.inbox.repairInterruptedImports()
+
+        let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+        #expect(delivered.map { $0.fields["path"] } == ["Documents/Inbox/photo.jpg", "Documents/Inbox/notes.txt"])
+        let recovered = try scratch.inbox.log.records(kinds: ["recovered"])
+        #expect(recovered.map { $0.fields["ordinal"] } == ["0"])
+        #expect(recovered.first?.fields["path"] == nil, "no path the Inbox does not hold")
+        let imported = try scratch.inbox.log.records(kinds: ["imported"])
+        #expect(imported.map { $0.fields["duplicate"] } == ["false"])
+        #expect(imported.first?.fields["message_id"] == "<m1@example.org>")
+        #expect(imported.first?.fields["source"] == "m1.eml")
+        #expect(try index.isComplete(Self.key))
+        #expect(try importOnce(scratch, index: index).duplicate)
+        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).count == 2, "nothing delivered again")
+    }
+
+    @Test func aRepairFailingAtAnySystemCallLeavesEachFileOneRecordOnceRetried() throws {
+        let sweep = FaultSweep<Scratch>(
+            setup: {
+                let scratch = try Scratch()
+                let index = try ImportIndex(container: scratch.container)
+                let crashed = try staged(scratch)
+                try crashed.writes.syncAll()
+                try markPlacing(index, crashed.message)
+                for file in crashed.message.attachments.prefix(2) {
+                    try system_renameat2(
+                        crashed.folder.rawValue, file.staging, crashed.folder.rawValue, file.name, .noReplace)
+                }
+                return scratch
+            },
+            operation: { scratch in try scratch.inbox.repairInterruptedImports() },
+            check: { scratch, outcome, plan throws in
+                expectClearError(outcome, plan)
+                try scratch.inbox.repairInterruptedImports()
+                let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+                #expect(delivered.compactMap { $0.fields["ordinal"] }.sorted() == ["0", "1"], "\(plan.summary)")
+                #expect(try importOnce(scratch).delivered.map(\.ordinal) == [2], "\(plan.summary)")
+                try sweepAsAWeekLater(scratch)
+                try expectEachOnce(scratch)
+            },
+            teardown: { $0.remove() })
+        try sweep.run("repair an interrupted import")
+    }
+
+    @Test func aRepairThatFailsAtAWatchersStartIsLoggedAndDoneAtTheNextTry() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let index = try ImportIndex(container: scratch.container)
+        let crashed = try staged(scratch)
+        try crashed.writes.syncAll()
+        try markPlacing(index, crashed.message)
+        let first = crashed.message.attachments[0]
+        try system_renameat2(crashed.folder.rawValue, first.staging, crashed.folder.rawValue, first.name, .noReplace)
+        // The first `flock` is `import.lock`'s.
+        let plan = SyscallFaultPlan(failing: 1, only: "flock", with: .ioError)
+
+        #expect(plan.run { scratch.inbox.repairInterruptedImportsLogging() } == nil, "logged, not returned")
+
+        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        #expect(errors.map { $0.fields["during"] } == ["repair an interrupted import"])
+        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).isEmpty)
+        #expect(scratch.inbox.repairInterruptedImportsLogging() == nil)
+        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).map { $0.fields["ordinal"] } == ["0"])
     }
 }

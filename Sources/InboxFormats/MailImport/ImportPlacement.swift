@@ -27,13 +27,12 @@ struct ImportPlacement {
 extension Inbox {
     /// Delivers the attachments of staged messages that the import index does not show delivered, exactly once
     /// across processes and crashes (ARCHITECTURE.md, "Mail import"), and logs `delivered` for each (with
-    /// `message_sha256`) and one `imported` record per message. Returns what became of each message, in order.
-    /// Every staged file is placed or removed (or, when the index may still name it, left for the sweep).
+    /// `message_sha256` and `ordinal`) and one `imported` record per message. Returns what became of each message,
+    /// in order. Every staged file is placed or removed (or, when the index may still name it, left for the sweep).
     ///
-    /// Under `import.lock`: the attachments are recorded as placing (staging name and inode), durably and in one
-    /// commit, before they are renamed into the Inbox together, and delivered after. A placing record a crash
-    /// left is settled by its staging name: still there with its inode, the rename never happened (the file is
-    /// removed and delivered again); gone, it did (placement takes a failed file back to that same staging name).
+    /// Under `import.lock`: first the placing records a crash left, of any message, are settled and their records
+    /// written (`settlePlacingRecords`); then the attachments are recorded as placing (staging name and inode),
+    /// durably and in one commit, before they are renamed into the Inbox together, and delivered after.
     /// The messages must have distinct keys.
     func placeOnce(_ messages: [StagedMessage], writes: StagedWrites, index: ImportIndex, folder: CInt)
         -> [ImportPlacement]
@@ -49,6 +48,7 @@ extension Inbox {
         do throws(ContainerError) {
             let lock = try importLock()
             defer { _ = lock.rawValue }
+            try settlePlacingRecords(index: index)
             var done: [Set<Int>] = []
             for (number, message) in messages.enumerated() {
                 if try index.isComplete(message.key) {
@@ -56,8 +56,10 @@ extension Inbox {
                     done.append(Set(message.attachments.indices))
                     continue
                 }
-                let delivered = try settleInterruptedPlacements(message, index: index, folder: folder)
-                done.append(delivered)
+                let delivered = try index.parts(of: message.key).compactMap { ordinal, part in
+                    if case .delivered = part { ordinal } else { nil }
+                }
+                done.append(Set(delivered))
                 toPlace += message.attachments.indices.filter { !delivered.contains($0) }.map { (number, $0) }
             }
             // From here the index may name any file about to be placed: only this run's copies of what was
@@ -70,8 +72,13 @@ extension Inbox {
             let staging = toPlace.map { messages[$0.message].attachments[$0.ordinal].staging }
             do throws(ContainerError) {
                 try index.markPlacing(
-                    toPlace.map { (messages[$0.message].key, $0.ordinal, messages[$0.message].attachments[$0.ordinal]) }
-                )
+                    toPlace.map {
+                        (messages[$0.message].key, $0.ordinal, messages[$0.message].attachments[$0.ordinal])
+                    },
+                    of: Set(toPlace.map(\.message)).sorted().map { messages[$0] }.map {
+                        ImportIndex.PendingMessage(
+                            key: $0.key, messageID: $0.messageID, source: $0.source, count: $0.attachments.count)
+                    })
             } catch {
                 // The commit may have happened all the same: the files go only once the index has forgotten them.
                 try forgetPlacing(messages, toPlace, index: index)
@@ -131,7 +138,10 @@ extension Inbox {
         var placedOf = messages.map { _ in [Event]() }
         for (index, record) in delivered {
             var record = record
-            record.fields.append(("message_sha256", .string(messages[toPlace[index].message].keyHex)))
+            record.fields += [
+                ("message_sha256", .string(messages[toPlace[index].message].keyHex)),
+                ("ordinal", .int(Int64(toPlace[index].ordinal))),
+            ]
             placedOf[toPlace[index].message].append(record)
         }
         var missingOf = messages.map { _ in 0 }
@@ -150,48 +160,6 @@ extension Inbox {
         return records
     }
 
-    /// Settles the placing records a crash left for this message (see `placeOnce`); returns the ordinals the
-    /// index now shows delivered.
-    private func settleInterruptedPlacements(_ message: StagedMessage, index: ImportIndex, folder: CInt)
-        throws(ContainerError) -> Set<Int>
-    {
-        var done: Set<Int> = []
-        var placed: [(ordinal: Int, name: FileName?)] = []
-        var notPlaced: [Int] = []
-        var stale: [FileName] = []
-        for (ordinal, part) in try index.parts(of: message.key) {
-            switch part {
-            case .delivered:
-                done.insert(ordinal)
-            case .placing(let staging, let device, let inode):
-                let status: FileStatus?
-                do {
-                    status = try fileStatusIfPresent(in: folder, staging)
-                } catch {
-                    throw error.failure("read", container.path(.inbox) + "/" + staging.string)
-                }
-                if let status {
-                    notPlaced.append(ordinal)
-                    if status.device == device && status.inode == inode { stale.append(staging) }
-                } else {
-                    placed.append((ordinal, nil))
-                    done.insert(ordinal)
-                }
-            }
-        }
-        guard !placed.isEmpty || !notPlaced.isEmpty else { return done }
-        try index.settle([
-            ImportIndex.Settlement(
-                key: message.key, delivered: placed, notPlaced: notPlaced, count: message.attachments.count,
-                messageID: message.messageID)
-        ])
-        for staging in stale {
-            // Forgotten by the index above: a file no one will place. One left behind is swept later.
-            _ = try? system_unlinkat(folder, staging)
-        }
-        return done
-    }
-
     /// The `imported` record of a message.
     private func importedRecord(_ message: StagedMessage, delivered: Int, duplicate: Bool) -> Event {
         var event = Event(.imported, ["message_sha256": .string(message.keyHex)])
@@ -201,10 +169,5 @@ extension Inbox {
             ("duplicate", .bool(duplicate)),
         ]
         return event
-    }
-
-    /// Holds `import.lock` in the state folder: one placement at a time per container, across processes.
-    private func importLock() throws(ContainerError) -> FileDescriptor {
-        try container.lockStateFile("import.lock")
     }
 }

@@ -14,13 +14,15 @@ public final class MailImporter {
     private let digest: SHA256Digest
     private lazy var keys = MessageKey(digest: digest)
 
-    /// An importer into `inbox`, with its container's import index open (made when missing).
+    /// An importer into `inbox`, with its container's import index open (rebuilt from the event log when missing
+    /// or damaged), and what a crashed import left repaired.
     /// - Throws: SQLite's failure to open or make the index, with the exit status that matches it.
     public init(inbox: Inbox, limits: MailLimits = MailLimits()) throws(ContainerError) {
         self.inbox = inbox
         self.limits = limits
         index = try ImportIndex(container: inbox.container)
         digest = try SHA256Digest()
+        try inbox.repairInterruptedImports(index: index)
     }
 
     /// At most this many messages, or attachments, are placed together (ARCHITECTURE.md, "Mail import").

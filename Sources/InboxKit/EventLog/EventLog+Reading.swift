@@ -15,6 +15,15 @@ extension EventLog {
         return records
     }
 
+    /// Calls `body` for each existing matching record, oldest first, across rotated files, in constant memory, until
+    /// it returns false.
+    package func forEachRecord(since: UInt64 = 0, kinds: Set<String> = [], _ body: (EventRecord) -> Bool)
+        throws(ContainerError)
+    {
+        var reader = LogReader(log: self, cursor: since, kinds: kinds)
+        _ = try reader.poll(body)
+    }
+
     /// Calls `body` for each existing matching record, then for each new one as it is appended (polling the
     /// file every ~100 ms, following rotation without losing or repeating a record), until `body` returns
     /// false or `shouldStop()` is true.

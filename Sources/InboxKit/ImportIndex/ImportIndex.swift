@@ -13,10 +13,13 @@ package final class ImportIndex {
         case delivered(name: FileName?)
     }
 
-    private let database: SQLiteDatabase
+    let database: SQLiteDatabase
 
+    static let fileName = "import.sqlite"
+    /// Held (`flock`) by whoever places, repairs or rebuilds: one at a time per container, across processes.
+    static let lockName = "import.lock"
     /// Where the index lies in a container.
-    package static let relativePath = Container.stateRelativePath + "/import.sqlite"
+    package static let relativePath = Container.stateRelativePath + "/" + fileName
 
     package static func path(_ container: Container) -> String { container.root + "/" + relativePath }
 
@@ -26,14 +29,9 @@ package final class ImportIndex {
     package static func snapshot(of container: Container, in folder: String, as name: FileName) throws(ContainerError)
         -> SharedDescriptor?
     {
-        let source = path(container)
         let target = folder + "/" + name.string
-        do {
-            guard try fileStatusIfPresent(in: currentDirectory, source) != nil else { return nil }
-        } catch {
-            throw error.failure("read", source)
-        }
-        try ImportIndex(path: source).database.query("VACUUM INTO ?", [.text(target)])
+        guard try exists(in: container) else { return nil }
+        try ImportIndex(container: container).database.query("VACUUM INTO ?", [.text(target)])
         defer { _ = try? system_unlinkat(currentDirectory, target) }
         do {
             return SharedDescriptor(try FileDescriptor(target, [.readOnly, .noFollow]))
@@ -42,35 +40,34 @@ package final class ImportIndex {
         }
     }
 
+    /// Opens the container's index; one missing, damaged, foreign or unreadable is rebuilt from the event log first
+    /// (see `openDatabase`).
     package convenience init(container: Container) throws(ContainerError) {
-        try self.init(path: Self.path(container))
+        self.init(
+            database: try Self.openDatabase(inStateFolder: container.stateDirectory) { body throws(ContainerError) in
+                let lock = try container.lockStateFile(Self.lockName)
+                defer { _ = lock.rawValue }
+                try body()
+            })
     }
 
-    init(path: String) throws(ContainerError) {
-        database = try SQLiteDatabase(path: path)
-        try database.execute(
-            """
-            PRAGMA journal_mode=WAL;
-            PRAGMA synchronous=FULL;
-            CREATE TABLE IF NOT EXISTS messages(
-                key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, complete INTEGER NOT NULL
-            ) WITHOUT ROWID;
-            CREATE TABLE IF NOT EXISTS parts(
-                key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL,
-                staging BLOB, device INTEGER, inode INTEGER, name BLOB,
-                PRIMARY KEY(key, ordinal)
-            ) WITHOUT ROWID;
-            """)
+    init(database: SQLiteDatabase) {
+        self.database = database
+    }
+
+    /// Whether the container has an index file (sound or not).
+    package static func exists(in container: Container) throws(ContainerError) -> Bool {
+        let path = path(container)
+        do {
+            return try fileStatusIfPresent(in: currentDirectory, path) != nil
+        } catch {
+            throw error.failure("read", path)
+        }
     }
 
     /// The staging names of the container's attachments recorded as placing; none when it has no index.
     static func placingStagingNames(of container: Container) throws(ContainerError) -> Set<FileName> {
-        let path = path(container)
-        do {
-            guard try fileStatusIfPresent(in: currentDirectory, path) != nil else { return [] }
-        } catch {
-            throw error.failure("read", path)
-        }
+        guard try exists(in: container) else { return [] }
         var names: Set<FileName> = []
         try ImportIndex(container: container).database.query("SELECT staging FROM parts WHERE delivered = 0") { row in
             if let name = FileName(bytes: row.blob(0)) { names.insert(name) }
@@ -81,13 +78,16 @@ package final class ImportIndex {
     /// Forgets every placing record of the index at `path`, if there is one: restored from a backup, they name
     /// staging files of another container (which backups leave out), so their messages' next import delivers
     /// what is missing. It may deliver again one that was renamed just before the backup: twice, never lost.
+    /// A damaged one is rebuilt from the restored log (no lock: nothing else touches a restore's staging).
     package static func forgetPlacements(ofIndexAt path: String) throws(ContainerError) {
         do {
             guard try fileStatusIfPresent(in: currentDirectory, path) != nil else { return }
         } catch {
             throw error.failure("read", path)
         }
-        try ImportIndex(path: path).database.execute("DELETE FROM parts WHERE delivered = 0")
+        let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        let database = try openDatabase(inStateFolder: folder) { body throws(ContainerError) in try body() }
+        try database.execute("DELETE FROM parts WHERE delivered = 0")
     }
 
     /// Whether every attachment of the message was delivered.
@@ -117,11 +117,41 @@ package final class ImportIndex {
         return parts
     }
 
-    /// Records, durably and in one commit, that these staged files (of one message or several) are about to be
-    /// renamed into the Inbox.
-    package func markPlacing(_ parts: [(key: [UInt8], ordinal: Int, staged: StagedDelivery)]) throws(ContainerError) {
+    /// A message whose attachments are being placed: what its `imported` record needs should a crash leave the
+    /// record to the repair (`Inbox.settlePlacingRecords`).
+    package struct PendingMessage: Equatable {
+        package let key: [UInt8]
+        package let messageID: String?
+        package let source: String
+        /// The message's attachments in all.
+        package let count: Int
+
+        package init(key: [UInt8], messageID: String?, source: String, count: Int) {
+            self.key = key
+            self.messageID = messageID
+            self.source = source
+            self.count = count
+        }
+    }
+
+    /// Records, durably and in one commit, that these staged files (of one message or several, each described in
+    /// `messages`) are about to be renamed into the Inbox.
+    package func markPlacing(
+        _ parts: [(key: [UInt8], ordinal: Int, staged: StagedDelivery)], of messages: [PendingMessage]
+    ) throws(ContainerError) {
         guard !parts.isEmpty else { return }
         try database.transaction { () throws(ContainerError) in
+            for message in messages {
+                try database.query(
+                    """
+                    INSERT INTO messages(key, message_id, attachments, complete, source) VALUES (?, ?, ?, 0, ?)
+                    ON CONFLICT(key) DO NOTHING
+                    """,
+                    [
+                        .blob(message.key), message.messageID.map { .text($0) } ?? .null,
+                        .integer(Int64(message.count)), .text(message.source),
+                    ])
+            }
             for (key, ordinal, file) in parts {
                 try database.query(
                     "INSERT OR REPLACE INTO parts(key, ordinal, delivered, staging, device, inode) VALUES (?, ?, 0, ?, ?, ?)",
@@ -131,6 +161,41 @@ package final class ImportIndex {
                     ])
             }
         }
+    }
+
+    /// The message `markPlacing` described, while it is not complete.
+    package func pendingMessage(_ key: [UInt8]) throws(ContainerError) -> PendingMessage? {
+        var pending: PendingMessage?
+        try database.query(
+            "SELECT message_id, attachments, source FROM messages WHERE key = ? AND complete = 0", [.blob(key)]
+        ) { row in
+            pending = PendingMessage(
+                key: key, messageID: row.isNull(0) ? nil : String(decoding: row.blob(0), as: UTF8.self),
+                source: String(decoding: row.blob(2), as: UTF8.self), count: Int(row.integer(1)))
+        }
+        return pending
+    }
+
+    /// An attachment recorded as placing.
+    package struct PlacingPart {
+        package let key: [UInt8]
+        package let ordinal: Int
+        package let staging: FileName
+        package let device: UInt64
+        package let inode: UInt64
+    }
+
+    /// Every attachment recorded as placing, of any message.
+    package func placingParts() throws(ContainerError) -> [PlacingPart] {
+        var parts: [PlacingPart] = []
+        try database.query("SELECT key, ordinal, staging, device, inode FROM parts WHERE delivered = 0") { row in
+            guard let staging = FileName(bytes: row.blob(2)) else { return }
+            parts.append(
+                PlacingPart(
+                    key: row.blob(0), ordinal: Int(row.integer(1)), staging: staging,
+                    device: UInt64(bitPattern: row.integer(3)), inode: UInt64(bitPattern: row.integer(4))))
+        }
+        return parts
     }
 
     /// What became of a message's attachments recorded as placing.

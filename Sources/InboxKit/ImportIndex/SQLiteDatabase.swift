@@ -14,13 +14,14 @@ final class SQLiteDatabase {
     /// Whether commits are synced now (`synchronous=FULL`), once a transaction has set it.
     private var synchronousFull: Bool?
 
-    /// Opens (creating) the database at `path`, never through a symbolic link, and waits up to `busyTimeout`
-    /// milliseconds for another process's lock.
-    init(path: String, busyTimeout: CInt = 60_000) throws(ContainerError) {
+    /// Opens the database at `path` (creating it with `create`), never through a symbolic link, and waits up to
+    /// `busyTimeout` milliseconds for another process's lock.
+    init(path: String, create: Bool = false, busyTimeout: CInt = 60_000) throws(ContainerError) {
         self.path = path
         sqlite = try SQLiteFunctions.loaded.get()
         var opened: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX
+        let flags =
+            SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX
         let result = sqlite.open(path, &opened, flags, nil)
         guard let opened else { throw ContainerError(.failure, "cannot open '\(path)': out of memory") }
         handle = opened

@@ -54,6 +54,8 @@ final class WatchSession {
         try AppBundle(container: inbox.container).checkSeal()
         lock = try WatcherLock(container: inbox.container)
         for unlogged in inbox.recoverInterruptedMoves() { watcher.report(unlogged.message) }
+        // Before the start-up scan, so an import's `delivered` record comes before the file's `arrived`.
+        if let unlogged = inbox.repairInterruptedImportsLogging() { watcher.report(unlogged.message) }
         Watcher.ignoreLeaseBreakSignal()
         nextRescan = .now + options.rescanInterval
         pipeline = try ArrivalPipeline(watcher: watcher)

@@ -1,0 +1,146 @@
+import AppContainer
+import Glibc
+
+/// Opening the import index (ARCHITECTURE.md, "Mail import", "The index is a cache of the log"). A sound index is
+/// opened at once. Otherwise, under `import.lock`: an index of ours from before the schema stamp is stamped; a
+/// damaged (not a database, truncated, corrupt), foreign (a database whose schema is not ours) or unreadable (not a
+/// regular file, its open refused) one is set aside as `import.sqlite.damaged-<time>` with its `-wal` and `-shm`,
+/// logged `error`, and rebuilt from the event log (`ImportIndex+Rebuild.swift`); a missing one is built from the
+/// log. A failure that is not damage (a full disk, an I/O error, a busy database) is thrown, nothing set aside.
+extension ImportIndex {
+    /// Runs its body under `import.lock` (or, for a restore's staging, which nothing else touches, as it is).
+    typealias Locking = (() throws(ContainerError) -> Void) throws(ContainerError) -> Void
+
+    /// `inbx`: the `application_id` that says a database is an import index.
+    static let applicationID: Int64 = 0x696E_6278
+    static let schemaVersion: Int64 = 1
+    static let schema = """
+        CREATE TABLE messages(
+            key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, complete INTEGER NOT NULL,
+            source TEXT
+        ) WITHOUT ROWID;
+        CREATE TABLE parts(
+            key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL,
+            staging BLOB, device INTEGER, inode INTEGER, name BLOB,
+            PRIMARY KEY(key, ordinal)
+        ) WITHOUT ROWID;
+        PRAGMA application_id = \(applicationID);
+        PRAGMA user_version = \(schemaVersion);
+        """
+    static let messagesColumns = ["key", "message_id", "attachments", "complete", "source"]
+    static let partsColumns = ["key", "ordinal", "delivered", "staging", "device", "inode", "name"]
+
+    /// What the index file of a state folder is.
+    private enum Health {
+        case sound(SQLiteDatabase)
+        case missing
+        /// Ours, from before the stamp: no `source` column yet.
+        case unstamped(SQLiteDatabase)
+        case damaged(reason: String)
+    }
+
+    /// The sound index of the state folder `directory`, rebuilt first when it is not (see above).
+    static func openDatabase(inStateFolder directory: String, underLock: Locking) throws(ContainerError)
+        -> SQLiteDatabase
+    {
+        if case .sound(let database) = try health(directory) { return database }
+        var opened: SQLiteDatabase?
+        try underLock { () throws(ContainerError) in opened = try openHoldingLock(directory) }
+        guard let opened else { throw ContainerError(.failure, "cannot open the import index in '\(directory)'") }
+        return opened
+    }
+
+    /// As `openDatabase`, for a caller that holds `import.lock`.
+    static func openHoldingLock(_ directory: String) throws(ContainerError) -> SQLiteDatabase {
+        switch try health(directory) {
+        case .sound(let database):
+            return database
+        case .unstamped(let database):
+            try database.transaction { () throws(ContainerError) in
+                try database.execute(
+                    """
+                    ALTER TABLE messages ADD COLUMN source TEXT;
+                    PRAGMA application_id = \(applicationID);
+                    PRAGMA user_version = \(schemaVersion);
+                    """)
+            }
+            return database
+        case .missing:
+            try rebuild(inStateFolder: directory, settingAside: nil)
+        case .damaged(let reason):
+            try rebuild(inStateFolder: directory, settingAside: reason)
+        }
+        switch try health(directory) {
+        case .sound(let database):
+            return database
+        case .damaged(let reason):
+            throw ContainerError(.failure, "cannot rebuild the import index '\(directory)/\(fileName)': \(reason)")
+        case .missing, .unstamped:
+            throw ContainerError(.failure, "cannot rebuild the import index '\(directory)/\(fileName)'")
+        }
+    }
+
+    /// Looks at the index file: missing, damaged, or open (and set to WAL, `synchronous=FULL`) when it is ours.
+    private static func health(_ directory: String) throws(ContainerError) -> Health {
+        let path = directory + "/" + fileName
+        let status: FileStatus?
+        do {
+            status = try fileStatusIfPresent(in: currentDirectory, path)
+        } catch {
+            throw error.failure("read", path)
+        }
+        guard let status else { return .missing }
+        guard status.kind == .regular else { return .damaged(reason: "it is not a regular file") }
+        do {
+            // SQLite's own open failure does not say why: ours does. Only a refusal is damage.
+            _ = try FileDescriptor(path, [.readWrite, .noFollow, .nonBlocking])
+        } catch  where error == .permissionDenied || error == .notPermitted {
+            return .damaged(reason: "it cannot be opened: \(error)")
+        } catch {
+            throw error.failure("open the import index", path)
+        }
+        do {
+            let database = try SQLiteDatabase(path: path)
+            let health = try schemaHealth(database)
+            if case .damaged = health { return health }
+            try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
+            return health
+        } catch {
+            // SQLITE_CORRUPT and SQLITE_NOTADB, and only they, are `badData`.
+            guard error.code == .badData else { throw error }
+            return .damaged(reason: error.message)
+        }
+    }
+
+    /// Whether the database's stamp, tables and columns are the import index's.
+    private static func schemaHealth(_ database: SQLiteDatabase) throws(ContainerError) -> Health {
+        func texts(_ sql: String, _ values: [SQLiteValue] = []) throws(ContainerError) -> [String] {
+            var texts: [String] = []
+            try database.query(sql, values) { row in texts.append(String(decoding: row.blob(0), as: UTF8.self)) }
+            return texts
+        }
+        func integer(_ sql: String) throws(ContainerError) -> Int64 {
+            var value: Int64 = 0
+            try database.query(sql) { row in value = row.integer(0) }
+            return value
+        }
+        let application = try integer("PRAGMA application_id")
+        let version = try integer("PRAGMA user_version")
+        let tables = try texts("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        let messages = try texts("SELECT name FROM pragma_table_info(?)", [.text("messages")])
+        let parts = try texts("SELECT name FROM pragma_table_info(?)", [.text("parts")])
+        if tables == ["messages", "parts"], parts == partsColumns {
+            let stamped = application == applicationID && version == schemaVersion && messages == messagesColumns
+            let unstamped = application == 0 && version == 0 && messages == Array(messagesColumns.dropLast())
+            if stamped || unstamped {
+                // Every page read once: damage deep inside is found now, not by a lookup in the middle of an import.
+                let check = try texts("PRAGMA quick_check")
+                guard check == ["ok"] else { return .damaged(reason: check.prefix(3).joined(separator: "; ")) }
+                return stamped ? .sound(database) : .unstamped(database)
+            }
+        }
+        let held = tables.isEmpty ? "no tables" : "tables " + tables.joined(separator: ", ")
+        return .damaged(
+            reason: "it is not an import index (application_id \(application), user_version \(version), \(held))")
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `inbox import` with a damaged, foreign or unreadable import index (ARCHITECTURE.md, "The index is a cache of the
+/// log"): the index is set aside and rebuilt from the event log, so no mail is refused and none delivered twice.
+@Suite struct ImportIndexDamageTests {
+    /// Message `number`, with `number` attachments.
+    static func message(_ number: Int) -> String {
+        let parts = (0..<number).map { part in
+            """
+            --b
+            Content-Type: application/octet-stream; name="m\(number)-\(part).bin"
+            Content-Disposition: attachment; filename="m\(number)-\(part).bin"
+
+            content \(number).\(part)
+
+            """
+        }
+        return """
+            From: Alice <alice@example.org>
+            Subject: message \(number)
+            Message-ID: <m\(number)@example.org>
+            MIME-Version: 1.0
+            Content-Type: multipart/mixed; boundary="b"
+
+            --b
+            Content-Type: text/plain
+
+            body
+
+            """ + parts.joined() + "--b--\n"
+    }
+
+    /// Three messages: one, two and three attachments.
+    static let mbox = (1...3).map { "From alice@example.org Mon Jan  1 00:00:00 2024\n" + message($0) + "\n" }.joined()
+
+    enum Damage: String, CaseIterable {
+        case garbage, truncated, foreign, folder
+    }
+
+    static func damage(_ index: String, _ damage: Damage) throws {
+        switch damage {
+        case .garbage:
+            try FileManager.default.removeItem(atPath: index)
+            try Data(repeating: 0xA5, count: 16_384).write(to: URL(fileURLWithPath: index))
+        case .truncated:
+            let size = try FileManager.default.attributesOfItem(atPath: index)[.size] as? Int ?? 0
+            #expect(truncate(index, off_t(size / 2)) == 0)
+        case .foreign:
+            try FileManager.default.removeItem(atPath: index)
+            let python = Process()
+            python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            python.arguments = [
+                "-c",
+                "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute('CREATE TABLE notes(x)'); db.commit()",
+                index,
+            ]
+            try python.run()
+            python.waitUntilExit()
+            #expect(python.terminationStatus == 0)
+        case .folder:
+            try FileManager.default.removeItem(atPath: index)
+            try FileManager.default.createDirectory(atPath: index, withIntermediateDirectories: false)
+        }
+    }
+
+    @Test(arguments: Damage.allCases) func aDamagedIndexIsRebuiltAndEveryMessageIsADuplicate(_ kind: Damage) throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let mbox = try folder.file("mail.mbox", Self.mbox)
+        let first = try InboxProcess.run("--container", container, "import", mbox)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.lines.count == 6)
+        let state = container + "/Library/Application Support/inbox"
+        let inbox = try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").sorted()
+        try Self.damage(state + "/import.sqlite", kind)
+
+        let again = try InboxProcess.run("--container", container, "import", "--json", mbox)
+
+        #expect(again.status == 0, "\(kind): \(again.stderr)")
+        let objects = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout)) as? [[String: Any]])
+        #expect(objects.map { $0["status"] as? String } == ["duplicate", "duplicate", "duplicate"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox").sorted() == inbox)
+        let aside = try FileManager.default.contentsOfDirectory(atPath: state).filter {
+            $0.hasPrefix("import.sqlite.damaged-")
+        }
+        #expect(aside.count == 1 && aside.allSatisfy { $0.wholeMatch(of: /import\.sqlite\.damaged-[0-9]+/) != nil })
+        let errors = logRecords(container, event: "error")
+        #expect(errors.count == 1)
+        #expect(errors.first?["path"] as? String == "Library/Application Support/inbox/" + (aside.first ?? ""))
+        // An MTA's next message, on standard input, goes through the rebuilt index: a duplicate, exit 0.
+        let piped = try InboxProcess.run("--container", container, "import", "-", input: Self.message(2))
+        #expect(piped.status == 0, "\(piped.stderr)")
+        #expect(piped.stdout.isEmpty, "imported before")
+        #expect(logRecords(container, event: "error").count == 1)
+    }
+}

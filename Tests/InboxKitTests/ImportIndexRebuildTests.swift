@@ -1,0 +1,277 @@
+import AppContainer
+import Foundation
+import Glibc
+import Testing
+
+@testable import InboxFormats
+@testable import InboxKit
+
+/// The import index is a cache of the event log (ARCHITECTURE.md, "The index is a cache of the log"): damaged,
+/// foreign, unreadable or missing, it is rebuilt from the log's records, rotated files included, and nothing the log
+/// holds is delivered twice; a failure that is not damage leaves it where it is.
+@Suite struct ImportIndexRebuildTests {
+    /// A message with `count` attachments, each named after the message.
+    static func message(_ number: Int, attachments count: Int) -> String {
+        let parts = (0..<count).map { part in
+            """
+            --b
+            Content-Type: application/octet-stream; name="m\(number)-\(part).bin"
+            Content-Disposition: attachment; filename="m\(number)-\(part).bin"
+
+            content \(number).\(part)
+
+            """
+        }
+        return """
+            From: Alice <alice@example.org>
+            Subject: message \(number)
+            Message-ID: <m\(number)@example.org>
+            MIME-Version: 1.0
+            Content-Type: multipart/mixed; boundary="b"
+
+            --b
+            Content-Type: text/plain
+
+            body
+
+            """ + parts.joined() + "--b--\n"
+    }
+
+    /// An mbox of three messages, with one, two and three attachments.
+    static let mbox = (1...3).map {
+        "From alice@example.org Mon Jan  1 00:00:00 2024\n" + message($0, attachments: $0) + "\n"
+    }
+    .joined()
+
+    /// Imports `path` with a fresh importer; the statuses of its messages.
+    private func importAll(_ scratch: Scratch, _ path: String) throws -> [ImportedMessage.Status] {
+        let importer = try MailImporter(inbox: scratch.inbox)
+        var statuses: [ImportedMessage.Status] = []
+        try importer.importSource(path) { statuses.append($0.status) }
+        return statuses
+    }
+
+    private func writeMbox(_ scratch: Scratch) throws -> String {
+        let path = scratch.outside("mail.mbox")
+        try makeFile(path, Array(Self.mbox.utf8))
+        return path
+    }
+
+    /// The Inbox's items, each with its content.
+    private func inboxContents(_ scratch: Scratch) throws -> [String: [UInt8]] {
+        var contents: [String: [UInt8]] = [:]
+        for name in try scratch.inboxEntries() { contents[name] = try readFile(scratch.inboxPath(name)) }
+        return contents
+    }
+
+    /// The names in the state folder that begin with `import.sqlite.damaged-`.
+    private func setAside(_ scratch: Scratch) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: scratch.container.stateDirectory)
+            .filter { $0.hasPrefix("import.sqlite.damaged-") }.sorted()
+    }
+
+    /// Runs python3 with `script` and its arguments; its exit status.
+    private func python(_ script: String, _ arguments: String...) throws -> Int32 {
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        python.arguments = ["-c", script] + arguments
+        try python.run()
+        python.waitUntilExit()
+        return python.terminationStatus
+    }
+
+    enum Damage: String, CaseIterable {
+        case garbage, truncated, garbledPage, foreign, folder, fifo
+    }
+
+    /// Damages the index as `damage` says.
+    private func damage(_ scratch: Scratch, _ damage: Damage) throws {
+        let path = ImportIndex.path(scratch.container)
+        switch damage {
+        case .garbage:
+            try FileManager.default.removeItem(atPath: path)
+            try makeFile(path, pattern(20_000, seed: 7))
+        case .truncated:
+            #expect(truncate(path, Int(try status(path).size / 2)) == 0)
+        case .garbledPage:
+            // Every page but the first (the header and the schema), which open and the schema check read.
+            let size = Int(try status(path).size)
+            #expect(size > 4_096)
+            let file = try FileDescriptor(path, [.writeOnly])
+            #expect(try system_pwrite(file.rawValue, pattern(size - 4_096, seed: 9), at: 4_096) == size - 4_096)
+        case .foreign:
+            try FileManager.default.removeItem(atPath: path)
+            let made = try python(
+                """
+                import sqlite3, sys
+                db = sqlite3.connect(sys.argv[1])
+                db.execute("CREATE TABLE messages(key BLOB PRIMARY KEY, body TEXT)")
+                db.execute("INSERT INTO messages VALUES (x'00', 'not ours')")
+                db.commit()
+                """, path)
+            #expect(made == 0)
+        case .folder:
+            try FileManager.default.removeItem(atPath: path)
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        case .fifo:
+            try FileManager.default.removeItem(atPath: path)
+            #expect(mkfifo(path, 0o644) == 0)
+        }
+    }
+
+    @Test(arguments: Damage.allCases) func aDamagedIndexIsSetAsideAndRebuiltSoNothingIsDeliveredTwice(
+        _ kind: Damage
+    ) throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let mbox = try writeMbox(scratch)
+        #expect(try importAll(scratch, mbox) == [.imported, .imported, .imported])
+        let before = try inboxContents(scratch)
+        #expect(before.count == 6)
+        #expect(!exists(ImportIndex.path(scratch.container) + "-wal"), "the importer closed the index")
+        try damage(scratch, kind)
+
+        #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate], "\(kind)")
+
+        #expect(try inboxContents(scratch) == before, "nothing new in the Inbox")
+        let aside = try setAside(scratch)
+        #expect(aside.count == 1, "\(aside)")
+        #expect(aside.allSatisfy { $0.wholeMatch(of: /import\.sqlite\.damaged-[0-9]+/) != nil }, "\(aside)")
+        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        #expect(errors.count == 1)
+        #expect(errors.first?.fields["during"] == "open the import index")
+        #expect(errors.first?.fields["path"] == Container.stateRelativePath + "/" + (aside.first ?? ""))
+        // The rebuilt index is sound: a third import opens it as it is.
+        #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate])
+        #expect(try setAside(scratch).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: ["error"]).count == 1)
+    }
+
+    @Test func aMissingIndexIsBuiltFromTheLogWithNothingSetAside() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let mbox = try writeMbox(scratch)
+        _ = try importAll(scratch, mbox)
+        try FileManager.default.removeItem(atPath: ImportIndex.path(scratch.container))
+
+        #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate])
+        #expect(try setAside(scratch).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty)
+        #expect(try scratch.inboxEntries().count == 6)
+    }
+
+    @Test func aCutImportDeliversExactlyTheMissingAfterARebuild() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.outside("m3.eml")
+        try makeFile(path, Array(Self.message(3, attachments: 3).utf8))
+        // The third rename fails: two attachments delivered and logged, no `imported` record.
+        let importer = try MailImporter(inbox: scratch.inbox)
+        let plan = SyscallFaultPlan(failing: 3, only: "renameat2", with: Errno(rawValue: ENOSPC))
+        #expect(throws: ContainerError.self) { try plan.run { try importer.importSource(path) { _ in } } }
+        #expect(try scratch.inboxEntries() == ["m3-0.bin", "m3-1.bin"])
+        #expect(try scratch.inbox.log.records(kinds: ["imported"]).isEmpty)
+        try damage(scratch, .garbage)
+
+        let again = try MailImporter(inbox: scratch.inbox)
+        var delivered: [String] = []
+        try again.importSource(path) { delivered += $0.attachments.map(\.item.name.string) }
+
+        #expect(delivered == ["m3-2.bin"], "exactly the missing one")
+        #expect(try scratch.inboxEntries() == ["m3-0.bin", "m3-1.bin", "m3-2.bin"])
+        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).count == 3)
+        #expect(try scratch.inbox.log.records(kinds: ["imported"]).map { $0.fields["duplicate"] } == ["false"])
+    }
+
+    @Test func theRotatedLogFilesAreReadToo() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let mbox = try writeMbox(scratch)
+        _ = try importAll(scratch, mbox)
+        // An append past a tiny size rotates the log: the import records are only in the rotated file now.
+        try EventLog(directory: scratch.container.stateDirectory, maxBytes: 1).append(Event(.rescan))
+        let live =
+            (try? String(contentsOfFile: scratch.container.stateDirectory + "/events.jsonl", encoding: .utf8)) ?? ""
+        #expect(!live.contains("\"imported\""))
+        #expect(try scratch.inbox.log.rotatedFiles().count == 1)
+        try damage(scratch, .garbage)
+
+        #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate])
+        #expect(try scratch.inboxEntries().count == 6)
+    }
+
+    @Test func anIndexFromBeforeTheStampIsKeptAndStamped() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let key = Array(repeating: UInt8(0x5A), count: 32)
+        let made = try python(
+            """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.execute("CREATE TABLE messages(key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, "
+                       "complete INTEGER NOT NULL) WITHOUT ROWID")
+            db.execute("CREATE TABLE parts(key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL, "
+                       "staging BLOB, device INTEGER, inode INTEGER, name BLOB, PRIMARY KEY(key, ordinal)) WITHOUT ROWID")
+            db.execute("INSERT INTO messages VALUES (?, NULL, 1, 1)", (bytes([0x5A] * 32),))
+            db.commit()
+            """, ImportIndex.path(scratch.container))
+        #expect(made == 0)
+
+        let index = try ImportIndex(container: scratch.container)
+
+        #expect(try index.isComplete(key), "what it held is kept")
+        #expect(try setAside(scratch).isEmpty)
+        var stamp: [Int64] = []
+        try index.database.query("SELECT * FROM pragma_application_id, pragma_user_version") { row in
+            stamp = [row.integer(0), row.integer(1)]
+        }
+        #expect(stamp == [ImportIndex.applicationID, ImportIndex.schemaVersion])
+    }
+
+    @Test func aFailureThatIsNotDamageNeverSetsASoundIndexAside() throws {
+        // A sound index opened with each system call failing in turn: never set aside, never rebuilt.
+        let sweep = FaultSweep<(Scratch, String)>(
+            setup: {
+                let scratch = try Scratch()
+                let mbox = try writeMbox(scratch)
+                _ = try importAll(scratch, mbox)
+                return (scratch, mbox)
+            },
+            operation: { scratch, _ in _ = try ImportIndex(container: scratch.container) },
+            check: { context, outcome, plan throws in
+                let (scratch, mbox) = context
+                expectClearError(outcome, plan)
+                #expect(try setAside(scratch).isEmpty, "\(plan.summary)")
+                #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty, "\(plan.summary)")
+                #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate], "\(plan.summary)")
+            },
+            teardown: { $0.0.remove() })
+        // EACCES and EPERM at the index's own open are its being unreadable, which is set aside by design.
+        try sweep.run(
+            "open a sound import index",
+            errors: FaultSweep<(Scratch, String)>.errors.filter { ![EACCES, EPERM].contains($0.rawValue) })
+    }
+
+    @Test func aRebuildCutShortAtAnyCallLeavesTheIndexToBeRebuiltNextTime() throws {
+        let sweep = FaultSweep<(Scratch, String, [String: [UInt8]])>(
+            setup: {
+                let scratch = try Scratch()
+                let mbox = try writeMbox(scratch)
+                _ = try importAll(scratch, mbox)
+                let before = try inboxContents(scratch)
+                try damage(scratch, .garbage)
+                return (scratch, mbox, before)
+            },
+            operation: { scratch, _, _ in _ = try ImportIndex(container: scratch.container) },
+            check: { context, outcome, plan throws in
+                let (scratch, mbox, before) = context
+                expectClearError(outcome, plan)
+                #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate], "\(plan.summary)")
+                #expect(try inboxContents(scratch) == before, "\(plan.summary)")
+                // Set aside once, whole, whatever failed first.
+                #expect(try setAside(scratch).count == 1, "\(plan.summary)")
+            },
+            teardown: { $0.0.remove() })
+        try sweep.run("rebuild a damaged import index")
+    }
+}
