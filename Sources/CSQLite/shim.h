@@ -27,5 +27,15 @@ typedef __typeof__(sqlite3_column_int64) *inbox_sqlite3_column_int64;
 typedef __typeof__(sqlite3_column_blob) *inbox_sqlite3_column_blob;
 typedef __typeof__(sqlite3_column_bytes) *inbox_sqlite3_column_bytes;
 typedef __typeof__(sqlite3_column_type) *inbox_sqlite3_column_type;
+typedef __typeof__(sqlite3_file_control) *inbox_sqlite3_file_control;
+
+/// `sqlite3_db_config`'s address, as a type Swift can hold: it is variadic, which Swift cannot call.
+typedef void (*inbox_sqlite3_db_config)(void);
+
+/// Sets an on/off option through `sqlite3_db_config`, called with its own (variadic) prototype.
+static inline int inbox_sqlite_db_config_flag(inbox_sqlite3_db_config db_config, sqlite3 *db, int option, int on) {
+    int (*set)(sqlite3 *, int, ...) = (int (*)(sqlite3 *, int, ...))db_config;
+    return set(db, option, on, (int *)0);
+}
 
 #endif

@@ -39,7 +39,21 @@ import Testing
         case garbage, truncated, foreign, folder
     }
 
+    /// Runs python3's sqlite3 on the index with `code` (the connection is `db`).
+    static func python(_ index: String, _ code: String) throws -> Int32 {
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        python.arguments = ["-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); " + code, index]
+        try python.run()
+        python.waitUntilExit()
+        return python.terminationStatus
+    }
+
+    /// Damages the index as `damage` says, once it is quiet: the write-ahead log the importer keeps checkpointed
+    /// into it and removed (python3's sqlite3 does so when it closes the last connection).
     static func damage(_ index: String, _ damage: Damage) throws {
+        #expect(try python(index, "db.execute('PRAGMA wal_checkpoint(TRUNCATE)'); db.close()") == 0)
+        #expect(!FileManager.default.fileExists(atPath: index + "-wal"), "quiet")
         switch damage {
         case .garbage:
             try FileManager.default.removeItem(atPath: index)
@@ -49,16 +63,7 @@ import Testing
             #expect(truncate(index, off_t(size / 2)) == 0)
         case .foreign:
             try FileManager.default.removeItem(atPath: index)
-            let python = Process()
-            python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            python.arguments = [
-                "-c",
-                "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute('CREATE TABLE notes(x)'); db.commit()",
-                index,
-            ]
-            try python.run()
-            python.waitUntilExit()
-            #expect(python.terminationStatus == 0)
+            #expect(try python(index, "db.execute('CREATE TABLE notes(x)'); db.commit()") == 0)
         case .folder:
             try FileManager.default.removeItem(atPath: index)
             try FileManager.default.createDirectory(atPath: index, withIntermediateDirectories: false)

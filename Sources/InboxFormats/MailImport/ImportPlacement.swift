@@ -99,6 +99,8 @@ extension Inbox {
                 settlements[number].notPlaced.append(ordinal)
                 outcomes[number].error = placement.error
             }
+            // The index is a cache of the log: what it says delivered, the log holds durably first.
+            if placement.recorded { try log.sync() }
             for number in messages.indices where !outcomes[number].duplicate {
                 settlements[number].delivered = outcomes[number].delivered.map { ($0.ordinal, $0.item.name) }
                 // Without its records, no message is complete: the next import logs what is missing.

@@ -5,14 +5,20 @@ import InboxKit
 public struct ImportProgress: Sendable, Equatable {
     /// What `done` and `total` count.
     public enum Unit: Sendable, Equatable {
+        /// Bytes of an mbox.
         case bytes
+        /// Entries of a Maildir's `new` and `cur`.
         case entries
     }
 
+    /// How many are done.
     public let done: Int64
+    /// How many there are in all.
     public let total: Int64
+    /// What they count.
     public let unit: Unit
 
+    /// `done` of `total`, counted in `unit`.
     public init(done: Int64, of total: Int64, unit: Unit) {
         self.done = done
         self.total = total

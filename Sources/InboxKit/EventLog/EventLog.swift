@@ -191,7 +191,7 @@ public final class EventLog: Sendable {
     /// Makes durable what this instance appended with `durable: false` (one fsync of the log file), if anything:
     /// the watcher's `moved` records wait for the next batch's fsync, or for this (ARCHITECTURE.md, "The hot
     /// path").
-    func sync() throws(ContainerError) {
+    package func sync() throws(ContainerError) {
         guard let pending = writer.withLock({ $0.pendingSync }) else { return }
         try finishSync(pending)
     }

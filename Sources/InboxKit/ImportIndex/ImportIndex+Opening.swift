@@ -104,6 +104,7 @@ extension ImportIndex {
             let health = try schemaHealth(database)
             if case .damaged = health { return health }
             try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
+            try database.keepWriteAheadLogOnClose()
             return health
         } catch {
             // SQLITE_CORRUPT and SQLITE_NOTADB, and only they, are `badData`.
