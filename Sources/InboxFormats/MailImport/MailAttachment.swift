@@ -26,7 +26,9 @@ public struct MailAttachment {
 
     /// Decodes like `decode(into:)`, and adds the bytes written to `digest` (begun by the caller) as they go.
     func decode(into fd: CInt, hashing digest: SHA256Digest?) throws(MailError) -> Int64 {
-        var sink = DescriptorSink(fd: fd, limit: budget.limit - budget.committed, digest: digest)
+        var sink = DescriptorSink(
+            fd: fd, limit: budget.limit - budget.committed, limitText: "--max-bytes \(message.limits.maxBytesText)",
+            digest: digest)
         switch source {
         case .part(let content): try content?.decode(from: message.fd, into: &sink)
         case .memory(let bytes): try bytes.withBytes { (buffer) throws(MailError) in try sink.write(buffer) }
@@ -96,7 +98,7 @@ extension MailMessage {
         var sink = MemorySink(limit: limits.maxTnefBytes, what: "a winmail.dat")
         try content.decode(from: fd, into: &sink)
         guard let files = Tnef.files(in: sink.bytes, maxFiles: limits.maxParts + 1), !files.isEmpty else { return nil }
-        if files.count > limits.maxParts { throw .refused("a winmail.dat of more than \(limits.maxParts) files") }
+        if files.count > limits.maxParts { throw .refused("a winmail.dat of more than \(MailLimits.count(limits.maxParts)) files") }
         return files
     }
 }

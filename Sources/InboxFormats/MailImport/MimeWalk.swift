@@ -34,7 +34,7 @@ extension MailMessage {
         var parts = 0
         while let (object, depth) = stack.popLast() {
             parts += 1
-            if parts > limits.maxParts { throw .refused("more than \(limits.maxParts) MIME parts") }
+            if parts > limits.maxParts { throw .refused("more than \(MailLimits.count(limits.maxParts)) parts") }
             if depth > limits.maxDepth { throw .refused("MIME parts nested deeper than \(limits.maxDepth) levels") }
             if inbox_gmime_is_multipart(object) != 0 {
                 let multipart = inbox_gmime_as_multipart(object)
