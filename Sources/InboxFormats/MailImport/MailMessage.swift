@@ -20,6 +20,8 @@ public final class MailMessage {
 
     let limits: MailLimits
     let fd: CInt
+    /// The byte ranges of the file GMime reads, one after the other (without preambles and epilogues).
+    private let kept: [Range<Int64>]
     private let stream: GObjectReference<GMimeStream>
     private let parser: GObjectReference<GMimeParser>
     let message: GObjectReference<GMimeMessage>
@@ -55,6 +57,7 @@ public final class MailMessage {
         let message = GObjectReference(taking: rawMessage)
         self.fd = fd
         self.limits = limits
+        kept = scan.kept
         self.stream = stream
         self.parser = parser
         self.message = message
@@ -63,6 +66,18 @@ public final class MailMessage {
         from = Self.addresses(g_mime_message_get_from(message.pointer))
         let object = inbox_gmime_message_as_object(message.pointer)
         date = GMimeLibrary.text(g_mime_object_get_header(object, "Date")).map(Self.trimmed)
+    }
+
+    /// The file offset of `offset` in what GMime reads; nil for none (GMime's -1 for an offset it does not know).
+    func fileOffset(_ offset: Int64) -> Int64? {
+        guard offset >= 0 else { return nil }
+        var start: Int64 = 0
+        for range in kept {
+            let length = range.upperBound - range.lowerBound
+            if offset < start + length { return range.lowerBound + offset - start }
+            start += length
+        }
+        return nil
     }
 
     /// The message for GMime: the file itself, or a view of it without the preambles and epilogues the scan found.

@@ -103,9 +103,15 @@ final class ContentTypeReading {
 
 /// A raw header made safe for GMime's C strings (ARCHITECTURE.md, "Mail import").
 enum MimeParameters {
-    /// `raw` with each `%00` of an RFC 2231 extended value (after `name*=` or `name*N*=`) written `%5F` (`_`): GMime
-    /// hands names over as C strings, where a NUL would silently cut the name short.
-    static func withoutEncodedNul(_ raw: [UInt8]) -> [UInt8] {
+    /// `raw` (a header's value as the file holds it) with every NUL, however it is written, made `_`: GMime hands
+    /// names over as C strings, where a NUL would silently cut the name short. A raw NUL byte, an RFC 2231 `%00`, and
+    /// an RFC 2047 encoded word (Q or B, in any charset) that decodes to a NUL, which is written again as UTF-8.
+    static func withoutNul(_ raw: [UInt8]) -> [UInt8] {
+        withoutEncodedWordNul(withoutPercentNul(raw.map { $0 == 0 ? UInt8(ascii: "_") : $0 }))
+    }
+
+    /// `raw` with each `%00` of an RFC 2231 extended value (after `name*=` or `name*N*=`) written `%5F` (`_`).
+    private static func withoutPercentNul(_ raw: [UInt8]) -> [UInt8] {
         var result = raw
         var quoted = false
         var extended = false
@@ -129,6 +135,24 @@ enum MimeParameters {
         return result
     }
 
+    /// `raw` with each RFC 2047 encoded word whose text holds a NUL written again as UTF-8 with `_` for it.
+    private static func withoutEncodedWordNul(_ raw: [UInt8]) -> [UInt8] {
+        var result: [UInt8] = []
+        var index = 0
+        while index < raw.count {
+            if raw[index] == UInt8(ascii: "="), let (word, end) = EncodedWord.parse(raw, at: index),
+                let safe = word.withoutNul()
+            {
+                result += safe
+                index = end
+            } else {
+                result.append(raw[index])
+                index += 1
+            }
+        }
+        return result
+    }
+
     static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
@@ -142,5 +166,109 @@ enum MimeParameters {
 
     static func lowercased(_ byte: UInt8) -> UInt8 {
         byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
+    }
+}
+
+/// One RFC 2047 encoded word, `=?charset?encoding?text?=`.
+struct EncodedWord {
+    let charset: [UInt8]
+    let decoded: [UInt8]
+
+    /// The word starting at `start` of `bytes` and the index after it; nil when none starts there.
+    static func parse(_ bytes: [UInt8], at start: Int) -> (EncodedWord, Int)? {
+        guard start + 1 < bytes.count, bytes[start] == UInt8(ascii: "="), bytes[start + 1] == UInt8(ascii: "?")
+        else { return nil }
+        var fields: [[UInt8]] = [[]]
+        var index = start + 2
+        while index < bytes.count, fields.count <= 3 {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "?") {
+                if fields.count == 3 {
+                    guard index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "=") else { return nil }
+                    return decoded(fields).map { ($0, index + 2) }
+                }
+                fields.append([])
+            } else if MimeParameters.isSpace(byte) {
+                return nil
+            } else {
+                fields[fields.count - 1].append(byte)
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func decoded(_ fields: [[UInt8]]) -> EncodedWord? {
+        let charset = Array(fields[0].prefix { $0 != UInt8(ascii: "*") })  // RFC 2231's `*language` left off
+        guard !charset.isEmpty, fields[1].count == 1 else { return nil }
+        var output: [UInt8] = []
+        switch MimeParameters.lowercased(fields[1][0]) {
+        case UInt8(ascii: "b"):
+            var decoder = Base64Decoder()
+            fields[2].withUnsafeBytes { decoder.decode($0, into: &output) }
+            decoder.finish(into: &output)
+        case UInt8(ascii: "q"):
+            var index = 0
+            let text = fields[2]
+            while index < text.count {
+                if text[index] == UInt8(ascii: "="), index + 2 < text.count,
+                    let high = MimeParameters.hexValue(text[index + 1]), let low = MimeParameters.hexValue(text[index + 2])
+                {
+                    output.append(high << 4 | low)
+                    index += 3
+                } else {
+                    output.append(text[index] == UInt8(ascii: "_") ? 0x20 : text[index])
+                    index += 1
+                }
+            }
+        default:
+            return nil
+        }
+        return EncodedWord(charset: charset, decoded: output)
+    }
+
+    /// The word written again as `=?UTF-8?B?…?=` with each NUL character `_`; nil when it holds no NUL. A charset
+    /// GMime cannot convert keeps its name, its NUL bytes made `_`.
+    func withoutNul() -> [UInt8]? {
+        var charsetName = String(decoding: charset, as: UTF8.self)
+        var text = decoded
+        if let utf8 = Self.utf8(decoded, from: charsetName) {
+            charsetName = "UTF-8"
+            text = utf8
+        }
+        guard text.contains(0) else { return nil }
+        let safe = text.map { $0 == 0 ? UInt8(ascii: "_") : $0 }
+        return Array("=?\(charsetName)?B?\(Self.base64(safe))?=".utf8)
+    }
+
+    /// `bytes` converted from `charset` to UTF-8 by iconv, under the name GMime gives the charset.
+    private static func utf8(_ bytes: [UInt8], from charset: String) -> [UInt8]? {
+        GMimeLibrary.ensureInitialised()
+        guard let name = g_mime_charset_iconv_name(charset) else { return nil }
+        var written: gsize = 0
+        let converted = bytes.withUnsafeBytes { buffer in
+            g_convert(
+                buffer.baseAddress?.assumingMemoryBound(to: CChar.self), gssize(buffer.count), "UTF-8", name, nil,
+                &written, nil)
+        }
+        guard let converted else { return nil }
+        defer { g_free(converted) }
+        return Array(UnsafeRawBufferPointer(start: converted, count: Int(written)))
+    }
+
+    private static func base64(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var text: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<Swift.min(index + 3, bytes.count)]
+            let value = chunk.enumerated().reduce(UInt32(0)) { $0 | UInt32($1.element) << (16 - 8 * UInt32($1.offset)) }
+            for position in 0..<4 {
+                text.append(
+                    position <= chunk.count ? alphabet[Int(value >> (18 - 6 * UInt32(position)) & 0x3F)] : UInt8(ascii: "="))
+            }
+            index += 3
+        }
+        return String(decoding: text, as: UTF8.self)
     }
 }

@@ -175,8 +175,16 @@ struct StructureScan {
     /// The bytes of a field in the file (at most a header block's limit).
     private func fieldBytes(_ range: Range<Int64>?) throws(MailError) -> [UInt8]? {
         guard let range else { return nil }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: Int(range.upperBound - range.lowerBound), alignment: 1)
+        let bytes = try Self.bytes(fd, range)
+        guard bytes.count == range.count else {
+            throw .io(ContainerError(.failure, "the message changed while it was read"))
+        }
+        return bytes
+    }
+
+    /// The bytes of `range` of the file open at `fd`: fewer where the file ends first.
+    static func bytes(_ fd: CInt, _ range: Range<Int64>) throws(MailError) -> [UInt8] {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: range.count, alignment: 1)
         defer { buffer.deallocate() }
         var done = 0
         while done < buffer.count {
@@ -187,10 +195,10 @@ struct StructureScan {
             } catch {
                 throw .io(error.failure("read", "the message"))
             }
-            guard count > 0 else { throw .io(ContainerError(.failure, "the message changed while it was read")) }
+            if count == 0 { break }
             done += count
         }
-        return Array(buffer)
+        return Array(buffer[..<done])
     }
 
     /// Whether `line` is a delimiter of an open multipart: opens its next part, or closes it and those inside.
