@@ -58,7 +58,7 @@ static inline GMimeStream *inbox_skip_stream_substream(GMimeStream *stream, gint
         if (start >= view->starts[i] && end <= stop) {
             gint64 offset = view->files[i] - view->starts[i];
             GMimeStream *file = g_mime_stream_fs_new_with_bounds(view->fd, start + offset, end + offset);
-            if (file != NULL) g_mime_stream_fs_set_owner(GMIME_STREAM_FS(file), FALSE);
+            if (file != NULL) inbox_gmime_stream_fs_disown(file);
             return file;
         }
     }
@@ -107,7 +107,7 @@ static inline GMimeStream *inbox_skip_stream_new(int fd, const gint64 *starts, c
         view->lengths[i] = ends[i] - starts[i];
         position += view->lengths[i];
         GMimeStream *file = g_mime_stream_fs_new_with_bounds(fd, starts[i], ends[i]);
-        g_mime_stream_fs_set_owner(GMIME_STREAM_FS(file), FALSE);
+        inbox_gmime_stream_fs_disown(file);
         g_mime_stream_cat_add_source(GMIME_STREAM_CAT(view), file);
         g_object_unref(file);
     }

@@ -80,13 +80,9 @@ public final class MailMessage {
         return nil
     }
 
-    /// The message for GMime: the file itself, or a view of it without the preambles and epilogues the scan found.
+    /// The message for GMime: a view of the file without the preambles and epilogues the scan found, whose offsets
+    /// `fileOffset` maps back to the file's.
     private static func stream(_ fd: CInt, _ kept: [Range<Int64>]) -> UnsafeMutablePointer<GMimeStream>? {
-        if kept.count == 1, let only = kept.first {
-            let stream = g_mime_stream_fs_new_with_bounds(fd, gint64(only.lowerBound), gint64(only.upperBound))
-            if let stream { inbox_gmime_stream_fs_disown(stream) }
-            return stream
-        }
         let starts = kept.map { gint64($0.lowerBound) }
         let ends = kept.map { gint64($0.upperBound) }
         return inbox_skip_stream_new(fd, starts, ends, guint(kept.count))
