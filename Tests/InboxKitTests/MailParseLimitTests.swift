@@ -265,7 +265,8 @@ import Testing
         #expect(
             Self.refusal { _ = try MailParse.attachments(big, limits: MailLimits(maxBytes: 1 << 20)) }
                 == "attachments over --max-bytes 1M")
-        #expect(try MailParse.attachments(big, limits: MailLimits(maxBytes: (1 << 20) + 1)).map(\.size) == [(1 << 20) + 1])
+        #expect(
+            try MailParse.attachments(big, limits: MailLimits(maxBytes: (1 << 20) + 1)).map(\.size) == [(1 << 20) + 1])
     }
 
     @Test func aPreambleAndAnEpilogueOf200MiBPassInBoundedMemory() throws {

@@ -72,7 +72,10 @@ import Testing
         ("Content-Disposition: attachment; filename*=utf-8''invoice.exe%00.pdf", "invoice.exe_.pdf"),
         ("Content-Disposition: attachment; filename*0*=utf-8''invoice.exe%00; filename*1=\".pdf\"", "invoice.exe_.pdf"),
         ("Content-Disposition: attachment; filename=\"=?utf-8?q?invoice.exe=00.pdf?=\"", "invoice.exe_.pdf"),
-        ("Content-Disposition: attachment; filename=\"=?UTF-8?B?\(base64("invoice.exe\u{0}.pdf"))?=\"", "invoice.exe_.pdf"),
+        (
+            "Content-Disposition: attachment; filename=\"=?UTF-8?B?\(base64("invoice.exe\u{0}.pdf"))?=\"",
+            "invoice.exe_.pdf"
+        ),
         ("Content-Disposition: attachment; filename=\"invoice.exe\u{0}.pdf\"", "invoice.exe_.pdf"),
         ("Content-Disposition: attachment; filename=invoice.exe\u{0}.pdf", "invoice.exe_.pdf"),
         (
@@ -86,7 +89,10 @@ import Testing
         ("Content-Disposition: attachment; filename=\"=?iso-8859-1?q?caf=E9=00.txt?=\"", "café_.txt"),
         ("Content-Disposition: attachment; filename=\"report=?utf-8?q?=00?=.pdf\"", "report_.pdf"),
         ("Content-Disposition: attachment; filename=\"=?utf-8?q?a=01b=09c=0Ad=1Fe=7Ff.txt?=\"", "a_b_c_d_e_f.txt"),
-        ("Content-Disposition: attachment; filename=\"=?utf-8?b?\(base64("a\u{1}b\u{1B}c\u{7F}d.txt"))?=\"", "a_b_c_d.txt"),
+        (
+            "Content-Disposition: attachment; filename=\"=?utf-8?b?\(base64("a\u{1}b\u{1B}c\u{7F}d.txt"))?=\"",
+            "a_b_c_d.txt"
+        ),
         ("Content-Disposition: attachment; filename=\"a\u{1}b\u{1F}c\u{7F}d.txt\"", "a_b_c_d.txt"),
     ]
 
@@ -112,6 +118,8 @@ import Testing
         let oracle = try #require((try MailParse.oracleAttachments([path]))[path])
         let inside = try #require(Self.controlCases.firstIndex { $0.expected == "report_.pdf" })
         #expect(String(decoding: oracle[inside].name, as: UTF8.self) == "report=?utf-8?q?=00?=.pdf")
-        #expect(got.enumerated().filter { $0.offset != inside }.map(\.element) == oracle.enumerated().filter { $0.offset != inside }.map(\.element))
+        #expect(
+            got.enumerated().filter { $0.offset != inside }.map(\.element)
+                == oracle.enumerated().filter { $0.offset != inside }.map(\.element))
     }
 }

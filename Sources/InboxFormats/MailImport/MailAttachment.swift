@@ -98,7 +98,9 @@ extension MailMessage {
         var sink = MemorySink(limit: limits.maxTnefBytes, what: "a winmail.dat")
         try content.decode(from: fd, into: &sink)
         guard let files = Tnef.files(in: sink.bytes, maxFiles: limits.maxParts + 1), !files.isEmpty else { return nil }
-        if files.count > limits.maxParts { throw .refused("a winmail.dat of more than \(MailLimits.count(limits.maxParts)) files") }
+        if files.count > limits.maxParts {
+            throw .refused("a winmail.dat of more than \(MailLimits.count(limits.maxParts)) files")
+        }
         return files
     }
 }

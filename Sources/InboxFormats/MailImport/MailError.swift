@@ -36,7 +36,8 @@ public struct MailLimits: Sendable, Equatable {
 
     /// A size in words: `1 MiB`, `16 MiB`, `1000 bytes`.
     static func size(_ bytes: Int) -> String {
-        for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] where bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)]
+        where bytes >= 1 << shift && bytes % (1 << shift) == 0 {
             return "\(bytes >> shift) \(unit)"
         }
         return "\(bytes) bytes"

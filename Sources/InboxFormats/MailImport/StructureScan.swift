@@ -142,7 +142,9 @@ struct StructureScan {
     /// The kind of field a line starts, by the name before its `:` (or the whole head of a line too long to show it);
     /// `PartKind` checks the name again on the whole field as GMime does.
     private static func field(named head: UnsafeRawBufferPointer, truncated: Bool) -> Field {
-        guard let colon = head.firstIndex(of: UInt8(ascii: ":")) ?? (truncated ? head.count : nil) else { return .other }
+        guard let colon = head.firstIndex(of: UInt8(ascii: ":")) ?? (truncated ? head.count : nil) else {
+            return .other
+        }
         var name = head[..<colon]
         while let last = name.last, last == 0x20 || last == 0x09 { name = name.dropLast() }
         let lowered = name.map(MimeParameters.lowercased)
@@ -191,7 +193,8 @@ struct StructureScan {
             let count: Int
             do {
                 count = try system_pread(
-                    fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]), at: range.lowerBound + Int64(done))
+                    fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]),
+                    at: range.lowerBound + Int64(done))
             } catch {
                 throw .io(error.failure("read", "the message"))
             }
