@@ -103,8 +103,10 @@ import Testing
     @Test func aNulOrControlCharacterInAnyEncodingBecomesAnUnderscoreNeverACut() throws {
         let folder = try MailParse.folder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
+        // After an mbox `From ` line, with a preamble: names are read from the file at offsets GMime's view maps.
         var text =
-            "From: a@example.com\nSubject: names\nMIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"B\"\n\n"
+            "From sender Mon Jan  1 00:00:00 2024\nFrom: a@example.com\nSubject: names\nMIME-Version: 1.0\n"
+            + "Content-Type: multipart/mixed; boundary=\"B\"\n\nThis is a preamble.\n"
         for (index, (headers, _)) in Self.controlCases.enumerated() {
             let type = headers.contains("Content-Type:") ? "" : "Content-Type: text/plain\n"
             text += "--B\n\(type)\(headers)\n\npart \(index)\n"

@@ -85,7 +85,7 @@ extension MailMessage {
             guard leaf.isAttachment else { continue }
             let attachment = MailAttachment(
                 name: name(leaf.filename, leaf.contentType), contentType: leaf.contentType,
-                source: .part(content(of: leaf)), message: self, budget: budget)
+                source: .part(try content(of: leaf)), message: self, budget: budget)
             try body(attachment)
             budget.commit()
         }
@@ -94,7 +94,7 @@ extension MailMessage {
     /// The files of a winmail.dat; nil when libytnef cannot read it or finds no file in it, so that it is delivered
     /// as it is (nothing is lost).
     private func tnefFiles(_ leaf: MimeLeaf) throws(MailError) -> [TnefFile]? {
-        guard let content = content(of: leaf) else { return nil }
+        guard let content = try content(of: leaf) else { return nil }
         var sink = MemorySink(limit: limits.maxTnefBytes, what: "a winmail.dat")
         try content.decode(from: fd, into: &sink)
         guard let files = Tnef.files(in: sink.bytes, maxFiles: limits.maxParts + 1), !files.isEmpty else { return nil }

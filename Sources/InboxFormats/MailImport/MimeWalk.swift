@@ -1,3 +1,4 @@
+import AppContainer
 import CGMime
 import InboxKit
 
@@ -128,13 +129,17 @@ extension MailMessage {
         return GMimeLibrary.bytes(g_mime_header_get_raw_value(header))
     }
 
-    /// Where the part's encoded content lies in the file.
-    func content(of leaf: MimeLeaf) -> PartContent? {
+    /// Where the part's encoded content lies in the file; nil for a part without content.
+    /// - Throws: `.io` when GMime's content is not one byte range of the file (it would run across a preamble or
+    ///   an epilogue the parse left out): the message is kept for another try, never delivered short.
+    func content(of leaf: MimeLeaf) throws(MailError) -> PartContent? {
         guard let wrapper = g_mime_part_get_content(leaf.part), let stream = g_mime_data_wrapper_get_stream(wrapper)
         else { return nil }
         var start: gint64 = 0
         var end: gint64 = -1
-        guard inbox_gmime_file_range(stream, &start, &end) != 0 else { return nil }
+        guard inbox_gmime_file_range(stream, &start, &end) != 0 else {
+            throw .io(ContainerError(.failure, "GMime read a part that is not one byte range of the message"))
+        }
         let object = UnsafeMutableRawPointer(leaf.part).assumingMemoryBound(to: GMimeObject.self)
         let encoding = Self.firstHeader(object, "Content-Transfer-Encoding").map { String(decoding: $0, as: UTF8.self) }
         return PartContent(
