@@ -53,14 +53,16 @@ static inline GMimeStreamClass *inbox_skip_stream_parent_class(void) {
 
 static inline GMimeStream *inbox_skip_stream_substream(GMimeStream *stream, gint64 start, gint64 end) {
     InboxSkipStream *view = (InboxSkipStream *)stream;
-    for (guint i = 0; i < view->count && end != -1; i++) {
-        gint64 stop = view->starts[i] + view->lengths[i];
-        if (start >= view->starts[i] && end <= stop) {
-            gint64 offset = view->files[i] - view->starts[i];
-            GMimeStream *file = g_mime_stream_fs_new_with_bounds(view->fd, start + offset, end + offset);
-            if (file != NULL) inbox_gmime_stream_fs_disown(file);
-            return file;
-        }
+    guint low = 0, high = view->count;  // the last kept range that starts at or before `start`
+    while (high - low > 1) {
+        guint middle = low + (high - low) / 2;
+        if (view->starts[middle] <= start) low = middle; else high = middle;
+    }
+    if (view->count > 0 && end != -1 && start >= view->starts[low] && end <= view->starts[low] + view->lengths[low]) {
+        gint64 offset = view->files[low] - view->starts[low];
+        GMimeStream *file = g_mime_stream_fs_new_with_bounds(view->fd, start + offset, end + offset);
+        if (file != NULL) inbox_gmime_stream_fs_disown(file);
+        return file;
     }
     return inbox_skip_stream_parent_class()->substream(stream, start, end);
 }

@@ -5,8 +5,9 @@ import InboxKit
 /// forwarded messages) without building anything, so a message past a limit is refused before GMime holds a single
 /// part in memory: 200,000 empty parts cost GMime about 270 MB (ARCHITECTURE.md, "Mail import"). Each header
 /// block's Content-Type is read by GMime's own parser (`PartKind`), so the scan follows the type and boundary GMime
-/// will follow however they are spelled. It also finds the multiparts' preambles and epilogues, which GMime would
-/// hold in memory: the parse reads the message without them (`kept`).
+/// will follow however they are spelled. It also finds what GMime would hold in memory and the import never reads:
+/// the multiparts' preambles and epilogues, and every header field but the first and last of those the import reads
+/// (`readFields`). The parse reads the message without them (`kept`).
 struct StructureScan {
     private struct OpenMultipart {
         let delimiter: [UInt8]  // "--" + boundary
@@ -20,12 +21,10 @@ struct StructureScan {
         case body(face: Bool)
     }
 
-    /// Which header a field is, by its name as GMime reads names.
-    private enum Field {
-        case contentType
-        case transferEncoding
-        case other
-    }
+    /// The header fields GMime is given, the first and the last of each name: those that decide a part's type and
+    /// name, and in the message's own header block those the import reports.
+    private static let partFields: Set<String> = ["content-type", "content-disposition", "content-transfer-encoding"]
+    private static let messageFields = partFields.union(["from", "subject", "date", "message-id"])
 
     private let fd: CInt
     private let limits: MailLimits
@@ -40,11 +39,12 @@ struct StructureScan {
     /// The file offset of the line being read.
     private var offset: Int64
     private let end: Int64?
-    /// The field being read: what it is and where it starts.
-    private var field: (kind: Field, start: Int64) = (.other, 0)
-    /// The block's last Content-Type field and first Content-Transfer-Encoding field, as GMime picks them.
-    private var contentType: Range<Int64>?
-    private var transferEncoding: Range<Int64>?
+    /// The field being read: its lowercased name when GMime is given it, and where it starts.
+    private var field: (name: String?, start: Int64) = (nil, 0)
+    /// Where the header block being read starts, and the first and last field of each name GMime is given.
+    private var blockStart: Int64
+    private var readFields: [String: (first: Range<Int64>, last: Range<Int64>)] = [:]
+    private var isMessageBlock = true
     /// The file without the preambles and epilogues; `keptStart` is where the range being kept began.
     private(set) var kept: [Range<Int64>] = []
     private var keptStart: Int64
@@ -57,6 +57,7 @@ struct StructureScan {
         self.limits = limits
         offset = start
         keptStart = start
+        blockStart = start
         self.end = end
     }
 
@@ -72,7 +73,8 @@ struct StructureScan {
             return true
         }
         if scan.firstLine { throw .notAMessage("the file is empty") }
-        if scan.keptStart < scan.offset { scan.kept.append(scan.keptStart..<scan.offset) }
+        if case .headers = scan.state { scan.finishBlock() }  // the file ends inside a header block
+        scan.keep(scan.keptStart..<scan.offset)
         return (scan.parts, scan.deepest, scan.kept)
     }
 
@@ -89,7 +91,7 @@ struct StructureScan {
 
     /// Leaves a preamble or epilogue line out of what GMime reads.
     private mutating func skip(_ line: ScannedLine) {
-        if keptStart < offset { kept.append(keptStart..<offset) }
+        keep(keptStart..<offset)
         keptStart = offset + Int64(line.length)
     }
 
@@ -109,61 +111,74 @@ struct StructureScan {
             guard Self.isHeaderField(bytes) else { throw .notAMessage("no header field before the first blank line") }
         }
         if bytes.isEmpty && !line.truncated {
-            endField()
-            try endHeaders(depth: depth, inDigest: inDigest)
+            try endHeaders(depth: depth, inDigest: inDigest, after: line)
         } else if bytes[0] == 0x20 || bytes[0] == 0x09 {
             return  // a folded line of the field being read
         } else if try takeBoundary(line) {
             return
         } else {
             endField()
-            field = (Self.field(named: line.head, truncated: line.truncated), offset)
+            let name = Self.fieldName(line.head, truncated: line.truncated)
+            let wanted = isMessageBlock ? Self.messageFields : Self.partFields
+            field = (name.flatMap { wanted.contains($0) ? $0 : nil }, offset)
         }
     }
 
-    /// The field read so far is complete: keeps it when it is one GMime decides the part's type by.
+    /// The field read so far is complete: noted when GMime is to be given it.
     private mutating func endField() {
-        switch field.kind {
-        case .contentType: contentType = field.start..<offset
-        case .transferEncoding: if transferEncoding == nil { transferEncoding = field.start..<offset }
-        case .other: break
+        if let name = field.name {
+            let range = field.start..<offset
+            readFields[name] = (readFields[name]?.first ?? range, range)
         }
-        field = (.other, offset)
+        field = (nil, offset)
     }
 
-    /// Forgets the header block read so far (a delimiter may end one early, as it does for GMime).
-    private mutating func startBlock() {
-        field = (.other, offset)
-        contentType = nil
-        transferEncoding = nil
+    /// The header block read so far is complete (a blank line, a delimiter, or the end of the file ends it): the
+    /// view keeps the fields noted and leaves out the rest of the block.
+    private mutating func finishBlock() {
+        endField()
+        keep(keptStart..<blockStart)
+        let ranges = Set(readFields.values.flatMap { [$0.first, $0.last] }).sorted { $0.lowerBound < $1.lowerBound }
+        for range in ranges { keep(range) }
+        keptStart = offset
+        readFields = [:]
         blockBytes = 0
+        isMessageBlock = false
     }
 
-    /// The kind of field a line starts, by the name before its `:` (or the whole head of a line too long to show it);
-    /// `PartKind` checks the name again on the whole field as GMime does.
-    private static func field(named head: UnsafeRawBufferPointer, truncated: Bool) -> Field {
-        guard let colon = head.firstIndex(of: UInt8(ascii: ":")) ?? (truncated ? head.count : nil) else {
-            return .other
+    /// Adds `range` to what GMime reads, joined to the range before it when they touch (fewer streams to read).
+    private mutating func keep(_ range: Range<Int64>) {
+        guard !range.isEmpty else { return }
+        if let last = kept.last, last.upperBound == range.lowerBound {
+            kept[kept.count - 1] = last.lowerBound..<range.upperBound
+        } else {
+            kept.append(range)
         }
+    }
+
+    /// A field's lowercased name as GMime reads names (before the `:`, without the blanks before it), from the head
+    /// of its first line (or the whole head of a line too long to show the `:`); `ContentTypeReading` checks the name
+    /// again on the whole field.
+    private static func fieldName(_ head: UnsafeRawBufferPointer, truncated: Bool) -> String? {
+        guard let colon = head.firstIndex(of: UInt8(ascii: ":")) ?? (truncated ? head.count : nil) else { return nil }
         var name = head[..<colon]
         while let last = name.last, last == 0x20 || last == 0x09 { name = name.dropLast() }
-        let lowered = name.map(MimeParameters.lowercased)
-        if lowered.elementsEqual("content-type".utf8) { return .contentType }
-        if lowered.elementsEqual("content-transfer-encoding".utf8) { return .transferEncoding }
-        return .other
+        return String(decoding: name.map(MimeParameters.lowercased), as: UTF8.self)
     }
 
-    /// The end of a header block: a multipart opens its boundary, a forwarded message starts its own headers.
-    private mutating func endHeaders(depth: Int, inDigest: Bool) throws(MailError) {
+    /// The end of a header block at its blank line: a multipart opens its boundary, a forwarded message starts its
+    /// own headers.
+    private mutating func endHeaders(depth: Int, inDigest: Bool, after line: ScannedLine) throws(MailError) {
+        endField()
         let kind = reading.kind(
-            contentType: try fieldBytes(contentType), transferEncoding: try fieldBytes(transferEncoding),
-            inDigest: inDigest)
-        startBlock()
+            contentType: try fieldBytes(readFields["content-type"]?.last),
+            transferEncoding: try fieldBytes(readFields["content-transfer-encoding"]?.first), inDigest: inDigest)
+        finishBlock()
         switch kind {
         case .leaf:
             state = .body(face: false)
         case .message:
-            try startPart(depth: depth + 1, inDigest: false)
+            try startPart(depth: depth + 1, inDigest: false, at: offset + Int64(line.length))
         case .multipart(let boundary, let isDigest):
             state = .body(face: true)
             guard let boundary else { return }  // GMime reads all of it as the preamble
@@ -214,29 +229,29 @@ struct StructureScan {
             let delimiter = open[level].delimiter
             guard text.starts(with: delimiter) else { continue }
             let rest = text.dropFirst(delimiter.count)
-            if rest.elementsEqual([0x2D, 0x2D]) {
+            let isClose = rest.elementsEqual([0x2D, 0x2D])
+            guard isClose || rest.isEmpty else { continue }
+            if case .headers = state { finishBlock() }  // a delimiter ends a header block early, as for GMime
+            if isClose {
                 open.removeSubrange(level...)
-                startBlock()
                 state = .body(face: true)
-                return true
-            }
-            if rest.isEmpty {
+            } else {
                 let multipart = open[level]
                 open.removeSubrange((level + 1)...)
-                startBlock()
-                try startPart(depth: multipart.depth + 1, inDigest: multipart.isDigest)
-                return true
+                try startPart(depth: multipart.depth + 1, inDigest: multipart.isDigest, at: offset + Int64(line.length))
             }
+            return true
         }
         return false
     }
 
-    private mutating func startPart(depth: Int, inDigest: Bool) throws(MailError) {
+    private mutating func startPart(depth: Int, inDigest: Bool, at start: Int64) throws(MailError) {
         parts += 1
         if parts > limits.maxParts { throw .refused("more than \(MailLimits.count(limits.maxParts)) parts") }
         if depth > limits.maxDepth { throw .refused("MIME parts nested deeper than \(limits.maxDepth) levels") }
         deepest = Swift.max(deepest, depth)
         state = .headers(depth: depth, inDigest: inDigest)
+        blockStart = start
     }
 
     /// A header field: a name of printable ASCII but `:`, maybe spaces, then `:`.
