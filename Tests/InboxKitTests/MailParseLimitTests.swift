@@ -290,12 +290,17 @@ import Testing
     @Test func twoHundredThousandHeaderFieldsAcrossPartsPassInBoundedMemory() throws {
         let folder = try MailParse.folder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        var text = Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n"
+        let path = folder + "/fields.eml"
         let padding = (0..<200).map { "X-Pad-\($0): " + String(repeating: "v", count: 60) + "\n" }.joined()
-        for index in 0..<1_000 {
-            text += "--b\nX-Before: 1\nContent-Type: text/plain; name=\"p\(index).txt\"\n\(padding)\nx\n"
+        do {
+            let out = try FileDescriptor(path, [.writeOnly, .create, .exclusive], mode: 0o644)
+            try out.writeAll(Array((Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n").utf8))
+            for index in 0..<1_000 {
+                try out.writeAll(
+                    Array("--b\nX-Before: 1\nContent-Type: text/plain; name=\"p\(index).txt\"\n\(padding)\nx\n".utf8))
+            }
+            try out.writeAll(Array("--b--\n".utf8))
         }
-        let path = try MailParse.write(text + "--b--\n", in: folder, as: "fields.eml")
         let before = try Self.peakResident()
         let (file, message) = try MailParse.open(path)
         var names: [String] = []
