@@ -308,6 +308,12 @@ package func system_dup(_ fd: CInt, atLeast minimum: CInt) throws(Errno) -> CInt
     try valueOrErrno("fcntl_dupfd") { fcntl(fd, F_DUPFD_CLOEXEC, minimum) }
 }
 
+/// `dup2`: `target` made a copy of `fd` (closed first if open).
+@inline(never)
+package func system_dup2(_ fd: CInt, _ target: CInt) throws(Errno) {
+    _ = try valueOrErrno("dup2") { dup2(fd, target) }
+}
+
 /// `fcntl(F_GETFL)`: the access mode and status flags of an open file.
 @inline(never)
 package func system_fcntl_getfl(_ fd: CInt) throws(Errno) -> CInt {

@@ -30,4 +30,90 @@ static inline gboolean inbox_gmime_file_range(GMimeStream *stream, gint64 *start
     return TRUE;
 }
 
+/// A message file without some byte ranges (multiparts' preambles and epilogues, which GMime would hold in memory):
+/// a GMimeStreamCat of file streams over the ranges kept. A substream inside one kept range, as a persisted part's
+/// content is, is a file stream of the file's own offsets, so `inbox_gmime_file_range` reads it.
+typedef struct {
+    GMimeStreamCat parent;
+    int fd;
+    guint count;
+    gint64 *starts;  // in the view, ascending; kept range i is [files[i], files[i] + lengths[i]) of the file
+    gint64 *files;
+    gint64 *lengths;
+} InboxSkipStream;
+
+typedef struct {
+    GMimeStreamCatClass parent;
+} InboxSkipStreamClass;
+
+/// GMimeStreamCat's class, the one InboxSkipStream extends (a function: Swift does not emit a header's variables).
+static inline GMimeStreamClass *inbox_skip_stream_parent_class(void) {
+    return GMIME_STREAM_CLASS(g_type_class_peek(GMIME_TYPE_STREAM_CAT));
+}
+
+static inline GMimeStream *inbox_skip_stream_substream(GMimeStream *stream, gint64 start, gint64 end) {
+    InboxSkipStream *view = (InboxSkipStream *)stream;
+    guint low = 0, high = view->count;  // the last kept range that starts at or before `start`
+    while (high - low > 1) {
+        guint middle = low + (high - low) / 2;
+        if (view->starts[middle] <= start) low = middle; else high = middle;
+    }
+    if (view->count > 0 && end != -1 && start >= view->starts[low] && end <= view->starts[low] + view->lengths[low]) {
+        gint64 offset = view->files[low] - view->starts[low];
+        GMimeStream *file = g_mime_stream_fs_new_with_bounds(view->fd, start + offset, end + offset);
+        if (file != NULL) inbox_gmime_stream_fs_disown(file);
+        return file;
+    }
+    return inbox_skip_stream_parent_class()->substream(stream, start, end);
+}
+
+static inline void inbox_skip_stream_finalize(GObject *object) {
+    InboxSkipStream *view = (InboxSkipStream *)object;
+    g_free(view->starts);
+    g_free(view->files);
+    g_free(view->lengths);
+    G_OBJECT_CLASS(inbox_skip_stream_parent_class())->finalize(object);
+}
+
+static inline void inbox_skip_stream_class_init(gpointer klass, gpointer data) {
+    (void)data;
+    G_OBJECT_CLASS(klass)->finalize = inbox_skip_stream_finalize;
+    GMIME_STREAM_CLASS(klass)->substream = inbox_skip_stream_substream;
+}
+
+static inline GType inbox_skip_stream_get_type(void) {
+    static gsize type = 0;
+    if (g_once_init_enter(&type)) {
+        GType registered = g_type_register_static_simple(
+            GMIME_TYPE_STREAM_CAT, g_intern_static_string("InboxSkipStream"), sizeof(InboxSkipStreamClass),
+            inbox_skip_stream_class_init, sizeof(InboxSkipStream), NULL, 0);
+        g_once_init_leave(&type, registered);
+    }
+    return type;
+}
+
+/// A view of the file open at `fd` made of its byte ranges [starts[i], ends[i]), in order; the descriptor stays
+/// the caller's.
+static inline GMimeStream *inbox_skip_stream_new(int fd, const gint64 *starts, const gint64 *ends, guint count) {
+    InboxSkipStream *view = g_object_new(inbox_skip_stream_get_type(), NULL);
+    g_mime_stream_construct(GMIME_STREAM(view), 0, -1);
+    view->fd = fd;
+    view->count = count;
+    view->starts = g_new(gint64, count);
+    view->files = g_new(gint64, count);
+    view->lengths = g_new(gint64, count);
+    gint64 position = 0;
+    for (guint i = 0; i < count; i++) {
+        view->starts[i] = position;
+        view->files[i] = starts[i];
+        view->lengths[i] = ends[i] - starts[i];
+        position += view->lengths[i];
+        GMimeStream *file = g_mime_stream_fs_new_with_bounds(fd, starts[i], ends[i]);
+        inbox_gmime_stream_fs_disown(file);
+        g_mime_stream_cat_add_source(GMIME_STREAM_CAT(view), file);
+        g_object_unref(file);
+    }
+    return GMIME_STREAM(view);
+}
+
 #endif

@@ -50,24 +50,38 @@ extension Command {
 
 /// Standard output and error, written as raw bytes so names that are not UTF-8 pass through exactly.
 package enum Output {
+    /// Where the command's own output goes: stdout, or the copy of it `keepStandardOutput()` made.
+    package nonisolated(unsafe) static var standardOutput = STDOUT_FILENO
+
+    /// Keeps stdout for the command's own output and points fd 1 at stderr (at /dev/null when there is no
+    /// stderr), so that nothing a library prints reaches stdout (ARCHITECTURE.md, "Two executables").
+    package static func keepStandardOutput() throws(Errno) {
+        if let kept = try? system_dup(STDOUT_FILENO, atLeast: 3) { standardOutput = kept }  // else no stdout (EBADF)
+        if (try? system_dup2(STDERR_FILENO, STDOUT_FILENO)) != nil { return }
+        let null = try system_openat(currentDirectory, "/dev/null", .writeOnly)
+        guard null != STDOUT_FILENO else { return }
+        defer { try? system_close(null) }
+        try system_dup2(null, STDOUT_FILENO)
+    }
+
     package static func line(_ text: String) {
-        write(STDOUT_FILENO, Array((text + "\n").utf8))
+        write(standardOutput, Array((text + "\n").utf8))
     }
 
     /// `text` as it is, with no newline added.
     static func text(_ text: String) {
-        write(STDOUT_FILENO, Array(text.utf8))
+        write(standardOutput, Array(text.utf8))
     }
 
     package static func line(bytes: [UInt8]) {
-        write(STDOUT_FILENO, bytes + [0x0A])
+        write(standardOutput, bytes + [0x0A])
     }
 
     /// An exact path or name as a result line (ARCHITECTURE.md, "The command line"): NUL-terminated with `-0`;
     /// else escaped by `TerminalText` when stdout is a terminal, exact bytes when it is not; then a newline.
     package static func name(_ bytes: [UInt8], nulTerminated: Bool = false) {
         if nulTerminated {
-            write(STDOUT_FILENO, bytes + [0])
+            write(standardOutput, bytes + [0])
         } else {
             line(names: bytes)
         }
@@ -76,12 +90,12 @@ package enum Output {
     /// A result line that holds names (`ls`, `clean`, `backup-plan`, `verify`): escaped by `TerminalText` when
     /// stdout is a terminal, so one item stays one line there; exact bytes when it is not.
     package static func line(names bytes: [UInt8]) {
-        write(STDOUT_FILENO, (Terminal.stdoutIsTerminal ? TerminalText.escaped(bytes) : bytes) + [0x0A])
+        write(standardOutput, (Terminal.stdoutIsTerminal ? TerminalText.escaped(bytes) : bytes) + [0x0A])
     }
 
     /// `bytes` as they are; false when they could not all be written (the reader of a pipe is gone: EPIPE).
     static func bytes(_ bytes: [UInt8]) -> Bool {
-        let output = FileDescriptor(owning: STDOUT_FILENO)
+        let output = FileDescriptor(owning: Output.standardOutput)
         let written = Result { () throws(Errno) in try output.writeAll(bytes) }
         _ = output.release()
         return (try? written.get()) != nil
@@ -90,7 +104,7 @@ package enum Output {
     /// Returns once nobody reads stdout any more (a pipe whose reader closed it, a terminal hung up, no stdout at
     /// all); never for a file.
     static func waitUntilReaderIsGone() {
-        var output = [pollfd(fd: STDOUT_FILENO, events: 0, revents: 0)]
+        var output = [pollfd(fd: standardOutput, events: 0, revents: 0)]
         while true {
             output[0].revents = 0
             guard (try? system_poll(&output, timeout: -1)) == 1 else { continue }
@@ -101,7 +115,7 @@ package enum Output {
     /// Whether nobody reads stdout any more (a pipe whose reader closed it): `log --follow` then stops without
     /// waiting for a record to write.
     static var readerIsGone: Bool {
-        var output = [pollfd(fd: STDOUT_FILENO, events: 0, revents: 0)]
+        var output = [pollfd(fd: standardOutput, events: 0, revents: 0)]
         return (try? system_poll(&output, timeout: 0)) == 1 && output[0].revents & Int16(POLLERR | POLLHUP) != 0
     }
 

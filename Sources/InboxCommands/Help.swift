@@ -61,14 +61,14 @@ struct HelpCommand: Command {
 
 /// The terminal the help is fitted to (ARCHITECTURE.md, "The command line").
 enum Terminal {
-    static var stdoutIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+    static var stdoutIsTerminal: Bool { isatty(Output.standardOutput) == 1 }
 
     /// `$COLUMNS` when it is a number, else the width of the terminal on stdout, else 80.
     static var columns: Int {
         if let text = getenv("COLUMNS").map({ String(cString: $0) }), let columns = Int(text), columns > 0 {
             return columns
         }
-        if stdoutIsTerminal, let size = try? system_terminalSize(STDOUT_FILENO), size.ws_col > 0 {
+        if stdoutIsTerminal, let size = try? system_terminalSize(Output.standardOutput), size.ws_col > 0 {
             return Int(size.ws_col)
         }
         return 80

@@ -136,4 +136,178 @@ import Testing
         #expect(got.first?.sha256 == expected)
         #expect(try Self.peakResident() - before < 64 << 20)
     }
+
+    /// Content-Type spelled every way GMime reads it, each over five named parts: `delimiter` is what GMime follows.
+    static let spellings: [(contentType: String, delimiter: String)] = [
+        ("Content-Type: (c) multipart/mixed; boundary=\"b\"", "--b"),
+        ("Content-Type: multipart(x)/(y)mixed; boundary=(z)\"b\"", "--b"),
+        ("Content-Type: multipart/mixed; boundary=\"=?us-ascii?q?zz?=\"", "--zz"),
+        ("Content-Type: multipart/mixed; boundary==?us-ascii?q?zz?=", "--zz"),
+        ("Content-Type: multipart/mixed;\n boundary=\n\t\"b\"", "--b"),
+        ("CONTENT-TYPE: MULTIPART/MIXED; BOUNDARY=\"b\"", "--b"),
+        ("Content-Type: multipart/mixed; boundary*=us-ascii''b%41", "--bA"),
+        ("Content-Type: multipart/mixed; boundary*0=b; boundary*1=c", "--bc"),
+        ("Content-Type: text/plain\nContent-Type: multipart/mixed; boundary=\"b\"", "--b"),
+        ("Content-Type: multipart/mixed; boundary=\"b\"\nContent-Type: multipart/mixed; boundary=\"c\"", "--c"),
+        ("Content-Type : multipart/mixed; boundary=b", "--b"),
+        ("Content-Type: multipart/mixed; boundary=\"\"", "--"),
+    ]
+
+    static func spelled(_ contentType: String, _ delimiter: String, parts: Int) -> String {
+        var text = header + contentType + "\n\n"
+        for index in 0..<parts { text += "\(delimiter)\nContent-Type: text/plain; name=\"p\(index).txt\"\n\nx\n" }
+        return text + delimiter + "--\n"
+    }
+
+    static func refusal(_ body: () throws -> Void) -> String? {
+        do {
+            try body()
+        } catch MailError.refused(let why) {
+            return why
+        } catch {
+            return "not refused: \(error)"
+        }
+        return nil
+    }
+
+    @Test func theStructureScanCountsThePartsGMimeBuildsHoweverContentTypeIsSpelled() throws {
+        let folder = try MailParse.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        for (index, (contentType, delimiter)) in Self.spellings.enumerated() {
+            let path = try MailParse.write(
+                Self.spelled(contentType, delimiter, parts: 5), in: folder, as: "spelling-\(index).eml")
+            // GMime builds the multipart and its five leaves: six parts...
+            #expect(try MailParse.attachments(path, limits: MailLimits(maxParts: 6)).count == 5, "\(contentType)")
+            // ...and the structure scan counts all six before GMime reads any: one fewer allowed is refused at once.
+            #expect(
+                Self.refusal { _ = try MailParse.open(path, limits: MailLimits(maxParts: 5)) } == "more than 5 parts",
+                "\(contentType)")
+        }
+        // A part without a Content-Type in a multipart/digest is a message of its own, walked into.
+        var digest = Self.header + "Content-Type: multipart/digest; boundary=\"d\"\n\n"
+        for index in 0..<3 {
+            digest += "--d\n\nFrom: x@example.com\nContent-Type: multipart/mixed; boundary=\"m\(index)\"\n\n"
+            digest += "--m\(index)\nContent-Type: text/plain; name=\"a\(index).txt\"\n\na\n--m\(index)--\n"
+        }
+        let digestPath = try MailParse.write(digest + "--d--\n", in: folder, as: "digest.eml")
+        // The digest, and for each entry its message part, the message's multipart and the leaf: 10 parts, depth 3.
+        #expect(try MailParse.attachments(digestPath, limits: MailLimits(maxDepth: 3, maxParts: 10)).count == 3)
+        #expect(
+            Self.refusal { _ = try MailParse.open(digestPath, limits: MailLimits(maxDepth: 3, maxParts: 9)) }
+                == "more than 9 parts")
+        #expect(
+            Self.refusal { _ = try MailParse.open(digestPath, limits: MailLimits(maxDepth: 2)) }
+                == "MIME parts nested deeper than 2 levels")
+        // A base64 message/rfc822 part is a leaf to GMime: what it holds is not followed.
+        let encoded =
+            Self.header + "Content-Type: message/rfc822\nContent-Transfer-Encoding: base64\n"
+            + "Content-Disposition: attachment; filename=\"fwd.eml\"\n\n"
+            + Data(Self.wide(20).utf8).base64EncodedString(options: .lineLength76Characters) + "\n"
+        let encodedPath = try MailParse.write(encoded, in: folder, as: "encoded-message.eml")
+        #expect(try MailParse.attachments(encodedPath, limits: MailLimits(maxParts: 1)).count == 1)
+    }
+
+    /// Writes a message of `head`, `count` copies of `line` and `tail`, a chunk at a time.
+    static func writeLarge(_ path: String, head: String, line: String, count: Int, tail: String) throws {
+        let file = try FileDescriptor(path, [.writeOnly, .create, .exclusive], mode: 0o644)
+        try file.writeAll(Array(head.utf8))
+        let chunk = Array(String(repeating: line, count: 1024).utf8)
+        for _ in 0..<(count / 1024) { try file.writeAll(chunk) }
+        try file.writeAll(Array(String(repeating: line, count: count % 1024).utf8))
+        try file.writeAll(Array(tail.utf8))
+    }
+
+    @Test func hostileMessagesAreRefusedNamingTheLimitOrImportedWhole() throws {
+        let folder = try MailParse.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let bomb = { (contentType: String, delimiter: String) in
+            try MailParse.write(Self.spelled(contentType, delimiter, parts: 10_000), in: folder, as: "bomb.eml")
+        }
+        for (contentType, delimiter) in [
+            ("Content-Type: (c) multipart/mixed; boundary=\"b\"", "--b"),
+            ("Content-Type: multipart/mixed; boundary=\"=?us-ascii?q?zz?=\"", "--zz"),
+        ] {
+            let path = try bomb(contentType, delimiter)
+            #expect(Self.refusal { _ = try MailParse.open(path) } == "more than 10,000 parts", "\(contentType)")
+            try FileManager.default.removeItem(atPath: path)
+        }
+        let wide = try MailParse.write(Self.wide(400_000), in: folder, as: "wide.eml")
+        #expect(Self.refusal { _ = try MailParse.open(wide) } == "more than 10,000 parts")
+
+        let from = folder + "/from.eml"
+        try Self.writeLarge(from, head: "From: ", line: "a", count: 2 << 20, tail: "@example.com\nSubject: x\n\nbody\n")
+        #expect(Self.refusal { _ = try MailParse.open(from) } == "a header block over 1 MiB")
+        let partHeader = folder + "/part-header.eml"
+        try Self.writeLarge(
+            partHeader, head: Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n--b\nX-Long: ",
+            line: "a", count: 1 << 20, tail: "\n\nx\n--b--\n")
+        #expect(Self.refusal { _ = try MailParse.open(partHeader) } == "a header block over 1 MiB")
+
+        let named = "--b\nContent-Type: text/plain; name=\"a.txt\"\n\nhello\n"
+        let preamble = folder + "/preamble.eml"
+        try Self.writeLarge(
+            preamble, head: Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n",
+            line: String(repeating: "p", count: 1023) + "\n", count: 2048, tail: named + "--b--\n")
+        let epilogue = folder + "/epilogue.eml"
+        try Self.writeLarge(
+            epilogue, head: Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n" + named + "--b--\n",
+            line: String(repeating: "e", count: 1023) + "\n", count: 2048, tail: "")
+        for path in [preamble, epilogue] {
+            let got = try MailParse.attachments(path)
+            #expect(got.map { String(decoding: $0.name, as: UTF8.self) } == ["a.txt"])
+            #expect(got.map(\.size) == [5])
+            #expect(got == (try MailParse.oracleAttachments([path]))[path])
+        }
+
+        var text = Self.header + "Content-Type: application/octet-stream\nContent-Disposition: attachment\n\n"
+        text += String(repeating: "x", count: (1 << 20) + 1)
+        let big = try MailParse.write(text, in: folder, as: "big.eml")
+        #expect(
+            Self.refusal { _ = try MailParse.attachments(big, limits: MailLimits(maxBytes: 1 << 20)) }
+                == "attachments over --max-bytes 1M")
+        #expect(
+            try MailParse.attachments(big, limits: MailLimits(maxBytes: (1 << 20) + 1)).map(\.size) == [(1 << 20) + 1])
+    }
+
+    @Test func aPreambleAndAnEpilogueOf200MiBPassInBoundedMemory() throws {
+        let folder = try MailParse.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/faces.eml"
+        let line = String(repeating: "f", count: 1023) + "\n"
+        let file = try FileDescriptor(path, [.writeOnly, .create, .exclusive], mode: 0o644)
+        try file.writeAll(Array((Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n").utf8))
+        let chunk = Array(String(repeating: line, count: 1024).utf8)
+        for _ in 0..<200 { try file.writeAll(chunk) }
+        try file.writeAll(Array("--b\nContent-Type: text/plain; name=\"a.txt\"\n\nhello\n--b--\n".utf8))
+        for _ in 0..<200 { try file.writeAll(chunk) }
+        let before = try Self.peakResident()
+        let got = try MailParse.attachments(path)
+        #expect(got.map(\.size) == [5])
+        // GMime holds a multipart's preamble and epilogue in memory; it reads the message without them.
+        #expect(try Self.peakResident() - before < 64 << 20)
+    }
+
+    @Test func twoHundredThousandHeaderFieldsAcrossPartsPassInBoundedMemory() throws {
+        let folder = try MailParse.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/fields.eml"
+        let padding = (0..<200).map { "X-Pad-\($0): " + String(repeating: "v", count: 60) + "\n" }.joined()
+        do {
+            let out = try FileDescriptor(path, [.writeOnly, .create, .exclusive], mode: 0o644)
+            try out.writeAll(Array((Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n").utf8))
+            for index in 0..<1_000 {
+                try out.writeAll(
+                    Array("--b\nX-Before: 1\nContent-Type: text/plain; name=\"p\(index).txt\"\n\(padding)\nx\n".utf8))
+            }
+            try out.writeAll(Array("--b--\n".utf8))
+        }
+        let before = try Self.peakResident()
+        let (file, message) = try MailParse.open(path)
+        var names: [String] = []
+        try message.forEachAttachment { names.append(String(decoding: $0.name.bytes, as: UTF8.self)) }
+        withExtendedLifetime(file) {}
+        #expect(names == (0..<1_000).map { "p\($0).txt" })
+        // GMime holds every header it is given in memory (these 200,000 took 142 MiB): it is given only those read.
+        #expect(try Self.peakResident() - before < 64 << 20)
+    }
 }

@@ -66,4 +66,62 @@ import Testing
         #expect(got.map(\.size) == Self.cases.indices.map { Int64("part \($0)".utf8.count) })
         #expect(got == (try MailParse.oracleAttachments([path]))[path])
     }
+
+    /// `invoice.exe` NUL `.pdf` and other control characters, in every encoding a filename may take.
+    static let controlCases: [(headers: String, expected: String)] = [
+        ("Content-Disposition: attachment; filename*=utf-8''invoice.exe%00.pdf", "invoice.exe_.pdf"),
+        ("Content-Disposition: attachment; filename*0*=utf-8''invoice.exe%00; filename*1=\".pdf\"", "invoice.exe_.pdf"),
+        ("Content-Disposition: attachment; filename=\"=?utf-8?q?invoice.exe=00.pdf?=\"", "invoice.exe_.pdf"),
+        (
+            "Content-Disposition: attachment; filename=\"=?UTF-8?B?\(base64("invoice.exe\u{0}.pdf"))?=\"",
+            "invoice.exe_.pdf"
+        ),
+        ("Content-Disposition: attachment; filename=\"invoice.exe\u{0}.pdf\"", "invoice.exe_.pdf"),
+        ("Content-Disposition: attachment; filename=invoice.exe\u{0}.pdf", "invoice.exe_.pdf"),
+        (
+            "Content-Type: application/pdf; name=\"=?utf-8?q?invoice.exe=00.pdf?=\"\nContent-Disposition: attachment",
+            "invoice.exe_.pdf"
+        ),
+        (
+            "Content-Disposition: attachment; filename=\"=?utf-16le?b?\(base64("invoice.exe\u{0}.pdf", .utf16LittleEndian))?=\"",
+            "invoice.exe_.pdf"
+        ),
+        ("Content-Disposition: attachment; filename=\"=?iso-8859-1?q?caf=E9=00.txt?=\"", "café_.txt"),
+        ("Content-Disposition: attachment; filename=\"report=?utf-8?q?=00?=.pdf\"", "report_.pdf"),
+        ("Content-Disposition: attachment; filename=\"=?utf-8?q?a=01b=09c=0Ad=1Fe=7Ff.txt?=\"", "a_b_c_d_e_f.txt"),
+        (
+            "Content-Disposition: attachment; filename=\"=?utf-8?b?\(base64("a\u{1}b\u{1B}c\u{7F}d.txt"))?=\"",
+            "a_b_c_d.txt"
+        ),
+        ("Content-Disposition: attachment; filename=\"a\u{1}b\u{1F}c\u{7F}d.txt\"", "a_b_c_d.txt"),
+    ]
+
+    static func base64(_ text: String, _ encoding: String.Encoding = .utf8) -> String {
+        text.data(using: encoding)!.base64EncodedString()
+    }
+
+    @Test func aNulOrControlCharacterInAnyEncodingBecomesAnUnderscoreNeverACut() throws {
+        let folder = try MailParse.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // After an mbox `From ` line, with a preamble: names are read from the file at offsets GMime's view maps.
+        var text =
+            "From sender Mon Jan  1 00:00:00 2024\nFrom: a@example.com\nSubject: names\nMIME-Version: 1.0\n"
+            + "Content-Type: multipart/mixed; boundary=\"B\"\n\nThis is a preamble.\n"
+        for (index, (headers, _)) in Self.controlCases.enumerated() {
+            let type = headers.contains("Content-Type:") ? "" : "Content-Type: text/plain\n"
+            text += "--B\n\(type)\(headers)\n\npart \(index)\n"
+        }
+        let path = try MailParse.write(text + "--B--\n", in: folder, as: "controls.eml")
+        let got = try MailParse.attachments(path)
+        #expect(got.map { String(decoding: $0.name, as: UTF8.self) } == Self.controlCases.map(\.expected))
+        #expect(got.map(\.size) == Self.controlCases.indices.map { Int64("part \($0)".utf8.count) })
+        // Python's email package reads each name the same, NUL and all, and the oracle's reduction makes it `_`; but
+        // Python leaves an encoded word inside a word (`report=?utf-8?q?=00?=.pdf`) as it is, where GMime decodes it.
+        let oracle = try #require((try MailParse.oracleAttachments([path]))[path])
+        let inside = try #require(Self.controlCases.firstIndex { $0.expected == "report_.pdf" })
+        #expect(String(decoding: oracle[inside].name, as: UTF8.self) == "report=?utf-8?q?=00?=.pdf")
+        #expect(
+            got.enumerated().filter { $0.offset != inside }.map(\.element)
+                == oracle.enumerated().filter { $0.offset != inside }.map(\.element))
+    }
 }

@@ -26,7 +26,9 @@ public struct MailAttachment {
 
     /// Decodes like `decode(into:)`, and adds the bytes written to `digest` (begun by the caller) as they go.
     func decode(into fd: CInt, hashing digest: SHA256Digest?) throws(MailError) -> Int64 {
-        var sink = DescriptorSink(fd: fd, limit: budget.limit - budget.committed, digest: digest)
+        var sink = DescriptorSink(
+            fd: fd, limit: budget.limit - budget.committed, limitText: "--max-bytes \(message.limits.maxBytesText)",
+            digest: digest)
         switch source {
         case .part(let content): try content?.decode(from: message.fd, into: &sink)
         case .memory(let bytes): try bytes.withBytes { (buffer) throws(MailError) in try sink.write(buffer) }
@@ -83,7 +85,7 @@ extension MailMessage {
             guard leaf.isAttachment else { continue }
             let attachment = MailAttachment(
                 name: name(leaf.filename, leaf.contentType), contentType: leaf.contentType,
-                source: .part(content(of: leaf)), message: self, budget: budget)
+                source: .part(try content(of: leaf)), message: self, budget: budget)
             try body(attachment)
             budget.commit()
         }
@@ -92,11 +94,13 @@ extension MailMessage {
     /// The files of a winmail.dat; nil when libytnef cannot read it or finds no file in it, so that it is delivered
     /// as it is (nothing is lost).
     private func tnefFiles(_ leaf: MimeLeaf) throws(MailError) -> [TnefFile]? {
-        guard let content = content(of: leaf) else { return nil }
+        guard let content = try content(of: leaf) else { return nil }
         var sink = MemorySink(limit: limits.maxTnefBytes, what: "a winmail.dat")
         try content.decode(from: fd, into: &sink)
         guard let files = Tnef.files(in: sink.bytes, maxFiles: limits.maxParts + 1), !files.isEmpty else { return nil }
-        if files.count > limits.maxParts { throw .refused("a winmail.dat of more than \(limits.maxParts) files") }
+        if files.count > limits.maxParts {
+            throw .refused("a winmail.dat of more than \(MailLimits.count(limits.maxParts)) files")
+        }
         return files
     }
 }

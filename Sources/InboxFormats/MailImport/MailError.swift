@@ -9,6 +9,8 @@ public struct MailLimits: Sendable, Equatable {
     public var maxParts = 10_000
     /// The most bytes all of a message's attachments may decode to (`--max-bytes`).
     public var maxBytes: Int64 = 1 << 30
+    /// The most bytes of one header block (the message's or a part's).
+    public var maxHeaderBlockBytes = 1 << 20
     /// The most bytes of header blocks, all parts together: GMime holds every header in memory.
     public var maxHeaderBytes = 16 << 20
     /// The largest winmail.dat: libytnef reads a TNEF part whole into memory.
@@ -22,6 +24,34 @@ public struct MailLimits: Sendable, Equatable {
         self.maxDepth = maxDepth
         self.maxParts = maxParts
         self.maxBytes = maxBytes
+    }
+
+    /// `maxBytes` as `--max-bytes` takes it (`1G`, `512M`, `1000`), for the refusal to name the limit.
+    var maxBytesText: String {
+        for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] where maxBytes >= 1 << shift {
+            if maxBytes % (1 << shift) == 0 { return "\(maxBytes >> shift)\(unit)" }
+        }
+        return "\(maxBytes)"
+    }
+
+    /// A size in words: `1 MiB`, `16 MiB`, `1000 bytes`.
+    static func size(_ bytes: Int) -> String {
+        for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)]
+        where bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return "\(bytes >> shift) \(unit)"
+        }
+        return "\(bytes) bytes"
+    }
+
+    /// A count with thousands separated: `10,000`.
+    static func count(_ number: Int) -> String {
+        var digits = String(number)
+        var index = digits.endIndex
+        while digits.distance(from: digits.startIndex, to: index) > 3 {
+            index = digits.index(index, offsetBy: -3)
+            digits.insert(",", at: index)
+        }
+        return digits
     }
 }
 

@@ -6,8 +6,8 @@ import InboxKit
 /// One mail message read with GMime, its parts' contents left on disk (ARCHITECTURE.md, "Mail import").
 ///
 /// The structure scan refuses a message past its limits before GMime reads it; GMime then parses it over the
-/// caller's descriptor with a persistent stream, so a part's content is a byte range of the file, decoded only when
-/// an attachment is asked for. Not thread-safe; the descriptor must stay open, and its file offset is GMime's.
+/// caller's descriptor (without the multiparts' preambles and epilogues) with a persistent stream, so a part's
+/// content is a byte range of the file, decoded only when an attachment is asked for. Not thread-safe; the descriptor must stay open, and its file offset is GMime's.
 public final class MailMessage {
     /// The Message-ID without its angle brackets, when present.
     public let messageID: String?
@@ -20,6 +20,8 @@ public final class MailMessage {
 
     let limits: MailLimits
     let fd: CInt
+    /// The byte ranges of the file GMime reads, one after the other (without preambles and epilogues).
+    private let kept: [Range<Int64>]
     private let stream: GObjectReference<GMimeStream>
     private let parser: GObjectReference<GMimeParser>
     let message: GObjectReference<GMimeMessage>
@@ -38,13 +40,11 @@ public final class MailMessage {
             throw .io(ContainerError(.failure, "a message is read from a regular file (copy a stream to one first)"))
         }
         let start = range?.lowerBound ?? 0
-        _ = try StructureScan.check(LineReader(fd: fd, start: start, end: range?.upperBound), limits: limits)
+        let scan = try StructureScan.check(fd: fd, start: start, end: range?.upperBound, limits: limits)
         GMimeLibrary.ensureInitialised()
-        guard let rawStream = g_mime_stream_fs_new_with_bounds(fd, gint64(start), gint64(range?.upperBound ?? -1))
-        else {
+        guard let rawStream = Self.stream(fd, scan.kept) else {
             throw .io(ContainerError(.failure, "GMime cannot read the message"))
         }
-        inbox_gmime_stream_fs_disown(rawStream)
         let stream = GObjectReference(taking: rawStream)
         guard let rawParser = g_mime_parser_new_with_stream(stream.pointer) else {
             throw .io(ContainerError(.failure, "GMime cannot make a parser"))
@@ -57,6 +57,7 @@ public final class MailMessage {
         let message = GObjectReference(taking: rawMessage)
         self.fd = fd
         self.limits = limits
+        kept = scan.kept
         self.stream = stream
         self.parser = parser
         self.message = message
@@ -65,6 +66,26 @@ public final class MailMessage {
         from = Self.addresses(g_mime_message_get_from(message.pointer))
         let object = inbox_gmime_message_as_object(message.pointer)
         date = GMimeLibrary.text(g_mime_object_get_header(object, "Date")).map(Self.trimmed)
+    }
+
+    /// The file offset of `offset` in what GMime reads; nil for none (GMime's -1 for an offset it does not know).
+    func fileOffset(_ offset: Int64) -> Int64? {
+        guard offset >= 0 else { return nil }
+        var start: Int64 = 0
+        for range in kept {
+            let length = range.upperBound - range.lowerBound
+            if offset < start + length { return range.lowerBound + offset - start }
+            start += length
+        }
+        return nil
+    }
+
+    /// The message for GMime: a view of the file without the preambles and epilogues the scan found, whose offsets
+    /// `fileOffset` maps back to the file's.
+    private static func stream(_ fd: CInt, _ kept: [Range<Int64>]) -> UnsafeMutablePointer<GMimeStream>? {
+        let starts = kept.map { gint64($0.lowerBound) }
+        let ends = kept.map { gint64($0.upperBound) }
+        return inbox_skip_stream_new(fd, starts, ends, guint(kept.count))
     }
 
     private static func addresses(_ list: UnsafeMutablePointer<InternetAddressList>?) -> String? {

@@ -1,76 +1,16 @@
 import InboxKit
 
-/// The little of a header's MIME parameters the structure scan needs before GMime reads the message: the
-/// media type and the `boundary` (RFC 2045 §5.1, RFC 2231 continuations and extended values), and a raw header
-/// made safe for GMime's C strings (ARCHITECTURE.md, "Mail import").
+/// A raw header made safe for GMime's C strings (ARCHITECTURE.md, "Mail import").
 enum MimeParameters {
-    /// The lowercased `type/subtype` at the start of a Content-Type value, and its parameters, names lowercased.
-    static func parse(_ value: [UInt8]) -> (mediaType: [UInt8], parameters: [(name: [UInt8], value: [UInt8])]) {
-        var index = 0
-        var mediaType: [UInt8] = []
-        while index < value.count, value[index] != UInt8(ascii: ";") {
-            let byte = value[index]
-            if !isSpace(byte) { mediaType.append(lowercased(byte)) }
-            index += 1
-        }
-        var parameters: [(name: [UInt8], value: [UInt8])] = []
-        while index < value.count {
-            index += 1  // the ';'
-            var name: [UInt8] = []
-            while index < value.count, value[index] != UInt8(ascii: "="), value[index] != UInt8(ascii: ";") {
-                if !isSpace(value[index]) { name.append(lowercased(value[index])) }
-                index += 1
-            }
-            guard index < value.count, value[index] == UInt8(ascii: "=") else { continue }
-            index += 1
-            while index < value.count, isSpace(value[index]) { index += 1 }
-            var parameter: [UInt8] = []
-            if index < value.count, value[index] == UInt8(ascii: "\"") {
-                index += 1
-                while index < value.count, value[index] != UInt8(ascii: "\"") {
-                    if value[index] == UInt8(ascii: "\\"), index + 1 < value.count { index += 1 }
-                    parameter.append(value[index])
-                    index += 1
-                }
-                while index < value.count, value[index] != UInt8(ascii: ";") { index += 1 }
-            } else {
-                while index < value.count, value[index] != UInt8(ascii: ";") {
-                    parameter.append(value[index])
-                    index += 1
-                }
-                while let last = parameter.last, isSpace(last) { parameter.removeLast() }
-            }
-            parameters.append((name, parameter))
-        }
-        return (mediaType, parameters)
+    /// `raw` (a header's value as the file holds it) with every NUL, however it is written, made `_`: GMime hands
+    /// names over as C strings, where a NUL would silently cut the name short. A raw NUL byte, an RFC 2231 `%00`, and
+    /// an RFC 2047 encoded word (Q or B, in any charset) that decodes to a NUL, which is written again as UTF-8.
+    static func withoutNul(_ raw: [UInt8]) -> [UInt8] {
+        withoutEncodedWordNul(withoutPercentNul(raw.map { $0 == 0 ? UInt8(ascii: "_") : $0 }))
     }
 
-    /// The value of parameter `name`: plain, RFC 2231 extended (`name*`), or continued (`name*0`, `name*1*`…).
-    static func value(of name: String, in parameters: [(name: [UInt8], value: [UInt8])]) -> [UInt8]? {
-        let plain = Array(name.utf8)
-        if let found = parameters.first(where: { $0.name == plain }) { return found.value }
-        if let found = parameters.first(where: { $0.name == plain + [UInt8(ascii: "*")] }) {
-            return percentDecoded(withoutCharset(found.value))
-        }
-        var joined: [UInt8] = []
-        var section = 0
-        while section <= parameters.count {
-            let stem = plain + [UInt8(ascii: "*")] + Array(String(section).utf8)
-            if let found = parameters.first(where: { $0.name == stem }) {
-                joined += found.value
-            } else if let found = parameters.first(where: { $0.name == stem + [UInt8(ascii: "*")] }) {
-                joined += percentDecoded(section == 0 ? withoutCharset(found.value) : found.value)
-            } else {
-                break
-            }
-            section += 1
-        }
-        return section > 0 ? joined : nil
-    }
-
-    /// `raw` with each `%00` of an RFC 2231 extended value (after `name*=` or `name*N*=`) written `%5F` (`_`): GMime
-    /// hands names over as C strings, where a NUL would silently cut the name short.
-    static func withoutEncodedNul(_ raw: [UInt8]) -> [UInt8] {
+    /// `raw` with each `%00` of an RFC 2231 extended value (after `name*=` or `name*N*=`) written `%5F` (`_`).
+    private static func withoutPercentNul(_ raw: [UInt8]) -> [UInt8] {
         var result = raw
         var quoted = false
         var extended = false
@@ -94,23 +34,18 @@ enum MimeParameters {
         return result
     }
 
-    private static func withoutCharset(_ value: [UInt8]) -> [UInt8] {
-        let quotes = value.indices.filter { value[$0] == UInt8(ascii: "'") }
-        guard quotes.count >= 2 else { return value }
-        return Array(value[(quotes[1] + 1)...])
-    }
-
-    private static func percentDecoded(_ value: [UInt8]) -> [UInt8] {
+    /// `raw` with each RFC 2047 encoded word whose text holds a NUL written again as UTF-8 with `_` for it.
+    private static func withoutEncodedWordNul(_ raw: [UInt8]) -> [UInt8] {
         var result: [UInt8] = []
         var index = 0
-        while index < value.count {
-            if value[index] == UInt8(ascii: "%"), index + 2 < value.count,
-                let high = hexValue(value[index + 1]), let low = hexValue(value[index + 2])
+        while index < raw.count {
+            if raw[index] == UInt8(ascii: "="), let (word, end) = EncodedWord.parse(raw, at: index),
+                let safe = word.withoutNul()
             {
-                result.append(high << 4 | low)
-                index += 3
+                result += safe
+                index = end
             } else {
-                result.append(value[index])
+                result.append(raw[index])
                 index += 1
             }
         }

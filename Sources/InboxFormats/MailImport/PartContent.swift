@@ -33,24 +33,24 @@ protocol DecodedSink {
     mutating func write(_ bytes: UnsafeRawBufferPointer) throws(MailError)
 }
 
-/// Writes to an open descriptor, stopping with `.refused` once `limit` bytes would be passed; adds what it writes
-/// to `digest` when there is one.
+/// Writes to an open descriptor, stopping with `.refused` (naming the limit by `limitText`) once `limit` bytes would
+/// be passed; adds what it writes to `digest` when there is one.
 struct DescriptorSink: DecodedSink {
     let fd: CInt
     let limit: Int64
+    let limitText: String
     let digest: SHA256Digest?
     private(set) var written: Int64 = 0
 
-    init(fd: CInt, limit: Int64, digest: SHA256Digest? = nil) {
+    init(fd: CInt, limit: Int64, limitText: String, digest: SHA256Digest? = nil) {
         self.fd = fd
         self.limit = limit
+        self.limitText = limitText
         self.digest = digest
     }
 
     mutating func write(_ bytes: UnsafeRawBufferPointer) throws(MailError) {
-        guard Int64(bytes.count) <= limit - written else {
-            throw .refused("its attachments decode to more than the limit of bytes")
-        }
+        guard Int64(bytes.count) <= limit - written else { throw .refused("attachments over \(limitText)") }
         var offset = 0
         while offset < bytes.count {
             do {
@@ -80,7 +80,7 @@ struct MemorySink: DecodedSink {
     }
 
     mutating func write(_ bytes: UnsafeRawBufferPointer) throws(MailError) {
-        guard bytes.count <= limit - self.bytes.count else { throw .refused("\(what) larger than \(limit) bytes") }
+        guard bytes.count <= limit - self.bytes.count else { throw .refused("\(what) over \(MailLimits.size(limit))") }
         self.bytes += bytes
     }
 }

@@ -1,61 +1,108 @@
+import AppContainer
 import InboxKit
 
-/// A first pass over a message that follows its MIME structure the way GMime's parser will (header blocks,
-/// boundaries, forwarded messages) without building anything, so a message past a limit is refused before GMime
-/// holds a single part in memory: 200,000 empty parts cost GMime about 270 MB (ARCHITECTURE.md, "Mail import").
+/// A first pass over a message that follows its MIME structure as GMime's parser will (header blocks, boundaries,
+/// forwarded messages) without building anything, so a message past a limit is refused before GMime holds a single
+/// part in memory: 200,000 empty parts cost GMime about 270 MB (ARCHITECTURE.md, "Mail import"). Each header
+/// block's Content-Type is read by GMime's own parser (`PartKind`), so the scan follows the type and boundary GMime
+/// will follow however they are spelled. It also finds what GMime would hold in memory and the import never reads:
+/// the multiparts' preambles and epilogues, and every header field but the first and last of those the import reads
+/// (`readFields`). The parse reads the message without them (`kept`).
 struct StructureScan {
     private struct OpenMultipart {
         let delimiter: [UInt8]  // "--" + boundary
         let depth: Int
+        let isDigest: Bool
     }
 
     private enum State {
-        case headers(depth: Int)
-        case body
+        case headers(depth: Int, inDigest: Bool)
+        /// A leaf's content, or with `face` a multipart's preamble or epilogue.
+        case body(face: Bool)
     }
 
+    /// The header fields GMime is given, the first and the last of each name: those that decide a part's type and
+    /// name, and in the message's own header block those the import reports.
+    private static let partFields: Set<String> = ["content-type", "content-disposition", "content-transfer-encoding"]
+    private static let messageFields = partFields.union(["from", "subject", "date", "message-id"])
+
+    private let fd: CInt
     private let limits: MailLimits
-    private var state = State.headers(depth: 0)
+    private let reading = ContentTypeReading()
+    private var state = State.headers(depth: 0, inDigest: false)
     private var open: [OpenMultipart] = []
-    private var contentType: [UInt8] = []
-    private var inContentType = false
     private var firstLine = true
     private(set) var parts = 1
     private(set) var deepest = 0
     private var headerBytes = 0
+    private var blockBytes = 0
+    /// The file offset of the line being read.
+    private var offset: Int64
+    private let end: Int64?
+    /// The field being read: its lowercased name when GMime is given it, and where it starts.
+    private var field: (name: String?, start: Int64) = (nil, 0)
+    /// Where the header block being read starts, and the first and last field of each name GMime is given.
+    private var blockStart: Int64
+    private var readFields: [String: (first: Range<Int64>, last: Range<Int64>)] = [:]
+    private var isMessageBlock = true
+    /// The file without the preambles and epilogues; `keptStart` is where the range being kept began.
+    private(set) var kept: [Range<Int64>] = []
+    private var keptStart: Int64
 
-    /// The longest Content-Type value kept; the rest of a longer one is ignored.
-    private static let contentTypeLimit = 64 * 1024
     /// The longest boundary followed; a message with a longer one is refused (RFC 2046 allows 70 bytes).
     static let boundaryLimit = LineReader.headLimit - 8
 
-    private init(limits: MailLimits) {
+    private init(fd: CInt, start: Int64, end: Int64?, limits: MailLimits) {
+        self.fd = fd
         self.limits = limits
+        offset = start
+        keptStart = start
+        blockStart = start
+        self.end = end
     }
 
-    /// Scans the message in `reader`; throws `.notAMessage` or `.refused`, else returns its parts and depth.
-    static func check(_ reader: LineReader, limits: MailLimits) throws(MailError) -> (parts: Int, depth: Int) {
-        var scan = StructureScan(limits: limits)
-        try reader.forEachLine { (line) throws(MailError) in
+    /// Scans the message in `range` of the file open at `fd`; throws `.notAMessage` or `.refused`, else returns
+    /// its parts, its depth and the byte ranges for GMime to read.
+    static func check(fd: CInt, start: Int64, end: Int64?, limits: MailLimits) throws(MailError) -> (
+        parts: Int, depth: Int, kept: [Range<Int64>]
+    ) {
+        var scan = StructureScan(fd: fd, start: start, end: end, limits: limits)
+        try LineReader(fd: fd, start: start, end: end).forEachLine { (line) throws(MailError) in
             try scan.take(line)
+            scan.offset += Int64(line.length)
             return true
         }
         if scan.firstLine { throw .notAMessage("the file is empty") }
-        return (scan.parts, scan.deepest)
+        if case .headers = scan.state { scan.finishBlock() }  // the file ends inside a header block
+        scan.keep(scan.keptStart..<scan.offset)
+        return (scan.parts, scan.deepest, scan.kept)
     }
 
     private mutating func take(_ line: ScannedLine) throws(MailError) {
-        if case .headers(let depth) = state {
-            try takeHeaderLine(line, depth: depth)
-        } else if line.head.count >= 2 && line.head[0] == 0x2D && line.head[1] == 0x2D {
-            try takeBoundary(line)
+        switch state {
+        case .headers(let depth, let inDigest):
+            try takeHeaderLine(line, depth: depth, inDigest: inDigest)
+        case .body(let face):
+            let isDelimiter = line.head.count >= 2 && line.head[0] == 0x2D && line.head[1] == 0x2D
+            if isDelimiter, try takeBoundary(line) { return }
+            if face { skip(line) }
         }
     }
 
-    private mutating func takeHeaderLine(_ line: ScannedLine, depth: Int) throws(MailError) {
+    /// Leaves a preamble or epilogue line out of what GMime reads.
+    private mutating func skip(_ line: ScannedLine) {
+        keep(keptStart..<offset)
+        keptStart = offset + Int64(line.length)
+    }
+
+    private mutating func takeHeaderLine(_ line: ScannedLine, depth: Int, inDigest: Bool) throws(MailError) {
         headerBytes += line.length
+        blockBytes += line.length
+        if blockBytes > limits.maxHeaderBlockBytes {
+            throw .refused("a header block over \(MailLimits.size(limits.maxHeaderBlockBytes))")
+        }
         if headerBytes > limits.maxHeaderBytes {
-            throw .refused("its headers take more than \(limits.maxHeaderBytes) bytes")
+            throw .refused("headers over \(MailLimits.size(limits.maxHeaderBytes)) in all")
         }
         var bytes = line.head
         if let last = bytes.last, last == 0x0D { bytes = UnsafeRawBufferPointer(rebasing: bytes.dropLast()) }
@@ -64,47 +111,112 @@ struct StructureScan {
             guard Self.isHeaderField(bytes) else { throw .notAMessage("no header field before the first blank line") }
         }
         if bytes.isEmpty && !line.truncated {
-            try endHeaders(depth: depth)
+            try endHeaders(depth: depth, inDigest: inDigest, after: line)
         } else if bytes[0] == 0x20 || bytes[0] == 0x09 {
-            if inContentType { appendContentType(bytes) }
+            return  // a folded line of the field being read
         } else if try takeBoundary(line) {
             return
-        } else if let colon = bytes.firstIndex(of: UInt8(ascii: ":")) {
-            let name = bytes[..<colon].map(MimeParameters.lowercased).filter { !MimeParameters.isSpace($0) }
-            inContentType = name == Array("content-type".utf8)
-            if inContentType {
-                contentType = []
-                appendContentType(UnsafeRawBufferPointer(rebasing: bytes[(colon + 1)...]))
-            }
+        } else {
+            endField()
+            let name = Self.fieldName(line.head, truncated: line.truncated)
+            let wanted = isMessageBlock ? Self.messageFields : Self.partFields
+            field = (name.flatMap { wanted.contains($0) ? $0 : nil }, offset)
         }
     }
 
-    private mutating func appendContentType(_ bytes: UnsafeRawBufferPointer) {
-        contentType += bytes.prefix(Swift.max(Self.contentTypeLimit - contentType.count, 0))
+    /// The field read so far is complete: noted when GMime is to be given it.
+    private mutating func endField() {
+        if let name = field.name {
+            let range = field.start..<offset
+            readFields[name] = (readFields[name]?.first ?? range, range)
+        }
+        field = (nil, offset)
     }
 
-    /// The end of a header block: a multipart opens its boundary, a forwarded message starts its own headers.
-    private mutating func endHeaders(depth: Int) throws(MailError) {
-        let (mediaType, parameters) = MimeParameters.parse(contentType)
-        contentType = []
-        inContentType = false
-        state = .body
-        if mediaType.starts(with: Array("multipart/".utf8)) {
-            guard let boundary = MimeParameters.value(of: "boundary", in: parameters), !boundary.isEmpty else { return }
+    /// The header block read so far is complete (a blank line, a delimiter, or the end of the file ends it): the
+    /// view keeps the fields noted and leaves out the rest of the block.
+    private mutating func finishBlock() {
+        endField()
+        keep(keptStart..<blockStart)
+        let ranges = Set(readFields.values.flatMap { [$0.first, $0.last] }).sorted { $0.lowerBound < $1.lowerBound }
+        for range in ranges { keep(range) }
+        keptStart = offset
+        readFields = [:]
+        blockBytes = 0
+        isMessageBlock = false
+    }
+
+    /// Adds `range` to what GMime reads, joined to the range before it when they touch (fewer streams to read).
+    private mutating func keep(_ range: Range<Int64>) {
+        guard !range.isEmpty else { return }
+        if let last = kept.last, last.upperBound == range.lowerBound {
+            kept[kept.count - 1] = last.lowerBound..<range.upperBound
+        } else {
+            kept.append(range)
+        }
+    }
+
+    /// A field's lowercased name as GMime reads names (before the `:`, without the blanks before it), from the head
+    /// of its first line (or the whole head of a line too long to show the `:`); `ContentTypeReading` checks the name
+    /// again on the whole field.
+    private static func fieldName(_ head: UnsafeRawBufferPointer, truncated: Bool) -> String? {
+        guard let colon = head.firstIndex(of: UInt8(ascii: ":")) ?? (truncated ? head.count : nil) else { return nil }
+        var name = head[..<colon]
+        while let last = name.last, last == 0x20 || last == 0x09 { name = name.dropLast() }
+        return String(decoding: name.map(MimeParameters.lowercased), as: UTF8.self)
+    }
+
+    /// The end of a header block at its blank line: a multipart opens its boundary, a forwarded message starts its
+    /// own headers.
+    private mutating func endHeaders(depth: Int, inDigest: Bool, after line: ScannedLine) throws(MailError) {
+        endField()
+        let kind = reading.kind(
+            contentType: try fieldBytes(readFields["content-type"]?.last),
+            transferEncoding: try fieldBytes(readFields["content-transfer-encoding"]?.first), inDigest: inDigest)
+        finishBlock()
+        switch kind {
+        case .leaf:
+            state = .body(face: false)
+        case .message:
+            try startPart(depth: depth + 1, inDigest: false, at: offset + Int64(line.length))
+        case .multipart(let boundary, let isDigest):
+            state = .body(face: true)
+            guard let boundary else { return }  // GMime reads all of it as the preamble
             guard boundary.count <= Self.boundaryLimit else {
                 throw .refused("a boundary longer than \(Self.boundaryLimit) bytes")
             }
-            open.append(OpenMultipart(delimiter: Array("--".utf8) + boundary, depth: depth))
-        } else if Self.isForwardedMessage(mediaType) {
-            try startPart(depth: depth + 1)
+            open.append(OpenMultipart(delimiter: Array("--".utf8) + boundary, depth: depth, isDigest: isDigest))
         }
     }
 
-    /// GMime reads these `message/` types as a message of their own; the others are leaves.
-    static func isForwardedMessage(_ mediaType: [UInt8]) -> Bool {
-        guard mediaType.starts(with: Array("message/".utf8)) else { return false }
-        let subtype = mediaType.dropFirst(8)
-        return !["partial", "external-body", "delivery-status"].contains { subtype.elementsEqual($0.utf8) }
+    /// The bytes of a field in the file (at most a header block's limit).
+    private func fieldBytes(_ range: Range<Int64>?) throws(MailError) -> [UInt8]? {
+        guard let range else { return nil }
+        let bytes = try Self.bytes(fd, range)
+        guard bytes.count == range.count else {
+            throw .io(ContainerError(.failure, "the message changed while it was read"))
+        }
+        return bytes
+    }
+
+    /// The bytes of `range` of the file open at `fd`: fewer where the file ends first.
+    static func bytes(_ fd: CInt, _ range: Range<Int64>) throws(MailError) -> [UInt8] {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: range.count, alignment: 1)
+        defer { buffer.deallocate() }
+        var done = 0
+        while done < buffer.count {
+            let count: Int
+            do {
+                count = try system_pread(
+                    fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[done...]),
+                    at: range.lowerBound + Int64(done))
+            } catch {
+                throw .io(error.failure("read", "the message"))
+            }
+            if count == 0 { break }
+            done += count
+        }
+        return Array(buffer[..<done])
     }
 
     /// Whether `line` is a delimiter of an open multipart: opens its next part, or closes it and those inside.
@@ -117,29 +229,29 @@ struct StructureScan {
             let delimiter = open[level].delimiter
             guard text.starts(with: delimiter) else { continue }
             let rest = text.dropFirst(delimiter.count)
-            if rest.isEmpty {
-                let depth = open[level].depth
-                open.removeSubrange((level + 1)...)
-                try startPart(depth: depth + 1)
-                return true
-            }
-            if rest.elementsEqual([0x2D, 0x2D]) {
+            let isClose = rest.elementsEqual([0x2D, 0x2D])
+            guard isClose || rest.isEmpty else { continue }
+            if case .headers = state { finishBlock() }  // a delimiter ends a header block early, as for GMime
+            if isClose {
                 open.removeSubrange(level...)
-                state = .body
-                return true
+                state = .body(face: true)
+            } else {
+                let multipart = open[level]
+                open.removeSubrange((level + 1)...)
+                try startPart(depth: multipart.depth + 1, inDigest: multipart.isDigest, at: offset + Int64(line.length))
             }
+            return true
         }
         return false
     }
 
-    private mutating func startPart(depth: Int) throws(MailError) {
+    private mutating func startPart(depth: Int, inDigest: Bool, at start: Int64) throws(MailError) {
         parts += 1
-        if parts > limits.maxParts { throw .refused("more than \(limits.maxParts) MIME parts") }
+        if parts > limits.maxParts { throw .refused("more than \(MailLimits.count(limits.maxParts)) parts") }
         if depth > limits.maxDepth { throw .refused("MIME parts nested deeper than \(limits.maxDepth) levels") }
         deepest = Swift.max(deepest, depth)
-        contentType = []
-        inContentType = false
-        state = .headers(depth: depth)
+        state = .headers(depth: depth, inDigest: inDigest)
+        blockStart = start
     }
 
     /// A header field: a name of printable ASCII but `:`, maybe spaces, then `:`.

@@ -1,0 +1,49 @@
+import Foundation
+import Glibc
+import Testing
+
+/// `inbox import`'s stdout holds only its documented output, whatever a library prints (ARCHITECTURE.md, "Two
+/// executables").
+@Suite struct ImportOutputTests {
+    static let tnefGenerator = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Oracle/make_tnef.py").path
+
+    @Test func whatLibytnefPrintsOnADamagedWinmailDatStaysOffStdout() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let content = try folder.file("first", "hello from Outlook\n")
+        let python = Process()
+        python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        python.arguments = [Self.tnefGenerator, folder.path + "/winmail.dat", "report.txt=\(content)"]
+        try python.run()
+        python.waitUntilExit()
+        try #require(python.terminationStatus == 0)
+        // Cut inside an attribute's data: libytnef prints "ERROR: Checksum mismatch" on stdout.
+        let broken = try Data(contentsOf: URL(fileURLWithPath: folder.path + "/winmail.dat")).prefix(60)
+        let path = try folder.file(
+            "broken.eml",
+            """
+            From: a@example.com
+            Subject: damaged
+            MIME-Version: 1.0
+            Content-Type: multipart/mixed; boundary="b"
+
+            --b
+            Content-Type: application/ms-tnef; name="winmail.dat"
+            Content-Transfer-Encoding: base64
+
+            \(broken.base64EncodedString())
+            --b--
+
+            """)
+
+        let result = try InboxProcess.run("--container", container, "import", "--json", path)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("Checksum"), "libytnef printed, to stderr: \(result.stderr)")
+        let objects = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [[String: Any]])
+        #expect(objects.count == 1)
+        let attachments = try #require(objects.first?["attachments"] as? [[String: Any]])
+        #expect(attachments.map { $0["name"] as? String } == ["winmail.dat"], "delivered as it is")
+        #expect(attachments.first?["size"] as? Int == broken.count)
+    }
+}
