@@ -158,9 +158,7 @@ import Testing
         #expect(result.stderr.contains("cannot read '\(folder.path)/missing\\xfd'"), "shown escaped: \(result.stderr)")
         let rejected = logRecords(container, event: "rejected")
         #expect(rejected.map { $0["source_b64"] as? String } == [Data(notMail).base64EncodedString()])
-        withKnownIssue("the imported record is written by ImportPlacement, which logs source as text") {
-            let imported = logRecords(container, event: "imported")
-            #expect(imported.map { $0["source_b64"] as? String } == [Data(path).base64EncodedString()])
-        }
+        let imported = logRecords(container, event: "imported")
+        #expect(imported.map { $0["source_b64"] as? String } == [Data(path).base64EncodedString()])
     }
 }

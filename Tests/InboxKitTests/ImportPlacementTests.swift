@@ -47,13 +47,14 @@ import Testing
         if first {
             messages.append(
                 StagedMessage(
-                    key: Self.key, messageID: "<m1@example.org>", source: "m1.eml",
+                    key: Self.key, messageID: "<m1@example.org>", source: Array("m1.eml".utf8),
                     attachments: try stage(Self.attachments)))
         }
         if both {
             messages.append(
                 StagedMessage(
-                    key: Self.otherKey, messageID: nil, source: "m2.eml", attachments: try stage(Self.otherAttachments))
+                    key: Self.otherKey, messageID: nil, source: Array("m2.eml".utf8),
+                    attachments: try stage(Self.otherAttachments))
             )
         }
         return Staged(messages: messages, folder: folder, writes: writes)
@@ -74,6 +75,19 @@ import Testing
     }
 
     /// Records the staged attachments as placing, as a crash after that commit leaves them.
+    /// A crash in the middle of a placement: the message staged and synced, every attachment recorded as placing,
+    /// the first `renamed` of them renamed into the Inbox and no record written.
+    private func crashedPlacing(_ scratch: Scratch, renamed: Int) throws -> (crashed: Staged, index: ImportIndex) {
+        let index = try ImportIndex(container: scratch.container)
+        let crashed = try staged(scratch)
+        try crashed.writes.syncAll()
+        try markPlacing(index, crashed.message)
+        for file in crashed.message.attachments.prefix(renamed) {
+            try system_renameat2(crashed.folder.rawValue, file.staging, crashed.folder.rawValue, file.name, .noReplace)
+        }
+        return (crashed, index)
+    }
+
     private func markPlacing(_ index: ImportIndex, _ message: StagedMessage, only: Int? = nil) throws {
         try index.markPlacing(
             message.attachments.enumerated().filter { only == nil || $0.offset == only }.map {
@@ -139,14 +153,8 @@ import Testing
     @Test func aCrashBeforeTheRenameDeliversItOnceAndACrashAfterItDeliversItNever() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let index = try ImportIndex(container: scratch.container)
-        let crashed = try staged(scratch)
-        try crashed.writes.syncAll()
         // The crash: all three recorded as placing; only the first renamed into the Inbox.
-        try markPlacing(index, crashed.message)
-        let first = crashed.message.attachments[0]
-        try system_renameat2(
-            crashed.folder.rawValue, first.staging, crashed.folder.rawValue, first.name, .noReplace)
+        let index = try crashedPlacing(scratch, renamed: 1).index
 
         let again = try importOnce(scratch, index: index)
 
@@ -282,7 +290,8 @@ import Testing
             ) { file in try file.writeAll(attachment.bytes) }
         }
         let again = inbox.placeOnce(
-            [StagedMessage(key: Self.key, messageID: nil, source: "m1.eml", attachments: copies)], writes: writes,
+            [StagedMessage(key: Self.key, messageID: nil, source: Array("m1.eml".utf8), attachments: copies)],
+            writes: writes,
             index: try ImportIndex(container: restored), folder: folder.rawValue)[0]
         #expect(again.error == nil)
         #expect(again.delivered.map(\.ordinal) == [0, 1, 2], "nothing taken for placed that never was")
@@ -299,14 +308,8 @@ import Testing
     @Test func aCrashBetweenTheRenamesAndTheirRecordsIsRepairedByTheNextImportOfAnotherMessage() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let index = try ImportIndex(container: scratch.container)
-        let crashed = try staged(scratch)
-        try crashed.writes.syncAll()
-        try markPlacing(index, crashed.message)
         // The crash: the first two renamed into the Inbox, their records never written.
-        for file in crashed.message.attachments.prefix(2) {
-            try system_renameat2(crashed.folder.rawValue, file.staging, crashed.folder.rawValue, file.name, .noReplace)
-        }
+        let index = try crashedPlacing(scratch, renamed: 2).index
 
         let other = place(scratch, try staged(scratch, first: false, both: true), index: index)
 
@@ -338,13 +341,7 @@ import Testing
     @Test func anAttachmentGoneFromTheInboxSinceTheCrashGetsARecoveredRecordAndNoDeliveredOne() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let index = try ImportIndex(container: scratch.container)
-        let crashed = try staged(scratch)
-        try crashed.writes.syncAll()
-        try markPlacing(index, crashed.message)
-        for file in crashed.message.attachments {
-            try system_renameat2(crashed.folder.rawValue, file.staging, crashed.folder.rawValue, file.name, .noReplace)
-        }
+        let (crashed, index) = try crashedPlacing(scratch, renamed: 3)
         // Moved on before the repair.
         try system_unlinkat(crashed.folder.rawValue, crashed.message.attachments[0].name)
 
@@ -368,14 +365,7 @@ import Testing
         let sweep = FaultSweep<Scratch>(
             setup: {
                 let scratch = try Scratch()
-                let index = try ImportIndex(container: scratch.container)
-                let crashed = try staged(scratch)
-                try crashed.writes.syncAll()
-                try markPlacing(index, crashed.message)
-                for file in crashed.message.attachments.prefix(2) {
-                    try system_renameat2(
-                        crashed.folder.rawValue, file.staging, crashed.folder.rawValue, file.name, .noReplace)
-                }
+                _ = try crashedPlacing(scratch, renamed: 2)
                 return scratch
             },
             operation: { scratch in try scratch.inbox.repairInterruptedImports() },
@@ -395,12 +385,7 @@ import Testing
     @Test func aRepairThatFailsAtAWatchersStartIsLoggedAndDoneAtTheNextTry() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let index = try ImportIndex(container: scratch.container)
-        let crashed = try staged(scratch)
-        try crashed.writes.syncAll()
-        try markPlacing(index, crashed.message)
-        let first = crashed.message.attachments[0]
-        try system_renameat2(crashed.folder.rawValue, first.staging, crashed.folder.rawValue, first.name, .noReplace)
+        _ = try crashedPlacing(scratch, renamed: 1)
         // The first `flock` is `import.lock`'s.
         let plan = SyscallFaultPlan(failing: 1, only: "flock", with: .ioError)
 

@@ -7,8 +7,8 @@ struct StagedMessage {
     /// The SHA-256 of the message's bytes: its key in the import index.
     let key: [UInt8]
     let messageID: String?
-    /// The source as given (`-` for standard input).
-    let source: String
+    /// The source as given (`-` for standard input), byte for byte.
+    let source: [UInt8]
     /// In the message's order: an attachment's index is its ordinal.
     var attachments: [StagedDelivery]
 
@@ -167,7 +167,7 @@ extension Inbox {
         var event = Event(.imported, ["message_sha256": .string(message.keyHex)])
         if let id = message.messageID { event.fields.append(("message_id", .string(id))) }
         event.fields += [
-            ("source", .string(message.source)), ("attachments", .int(Int64(delivered))),
+            ("source", .path(message.source)), ("attachments", .int(Int64(delivered))),
             ("duplicate", .bool(duplicate)),
         ]
         return event

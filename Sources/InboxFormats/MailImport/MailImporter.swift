@@ -105,7 +105,7 @@ public final class MailImporter {
             return
         }
         var staged = StagedMessage(
-            key: message.key, messageID: parsed.messageID, source: message.source, attachments: [])
+            key: message.key, messageID: parsed.messageID, source: message.sourcePath, attachments: [])
         var described: [(sha256: String, contentType: String)] = []
         if try !index.isComplete(message.key) {
             do throws(MailError) {

@@ -122,11 +122,12 @@ package final class ImportIndex {
     package struct PendingMessage: Equatable {
         package let key: [UInt8]
         package let messageID: String?
-        package let source: String
+        /// The source as given, byte for byte.
+        package let source: [UInt8]
         /// The message's attachments in all.
         package let count: Int
 
-        package init(key: [UInt8], messageID: String?, source: String, count: Int) {
+        package init(key: [UInt8], messageID: String?, source: [UInt8], count: Int) {
             self.key = key
             self.messageID = messageID
             self.source = source
@@ -149,7 +150,7 @@ package final class ImportIndex {
                     """,
                     [
                         .blob(message.key), message.messageID.map { .text($0) } ?? .null,
-                        .integer(Int64(message.count)), .text(message.source),
+                        .integer(Int64(message.count)), .blob(message.source),
                     ])
             }
             for (key, ordinal, file) in parts {
@@ -171,7 +172,7 @@ package final class ImportIndex {
         ) { row in
             pending = PendingMessage(
                 key: key, messageID: row.isNull(0) ? nil : String(decoding: row.blob(0), as: UTF8.self),
-                source: String(decoding: row.blob(2), as: UTF8.self), count: Int(row.integer(1)))
+                source: row.blob(2), count: Int(row.integer(1)))
         }
         return pending
     }

@@ -143,7 +143,7 @@ extension Inbox {
             var event = Event(.imported, ["message_sha256": .string(SHA256Digest.hex(key))])
             if let id = pending.messageID { event.fields.append(("message_id", .string(id))) }
             event.fields += [
-                ("source", .string(pending.source)), ("attachments", .int(Int64(parts.count))),
+                ("source", .path(pending.source)), ("attachments", .int(Int64(parts.count))),
                 ("duplicate", .bool(false)),
             ]
             records.append(event)
