@@ -201,6 +201,7 @@ func withUTF8Names<R>(_ body: () throws(ContainerError) -> R) throws(ContainerEr
 
 /// libarchive's pax writer on an open descriptor.
 final class ArchiveWriter {
+    private let lib: ArchiveFunctions
     private let archive: OpaquePointer
     private let shown: String
     private var buffer = [UInt8](repeating: 0, count: 256 * 1024)
@@ -214,18 +215,20 @@ final class ArchiveWriter {
     }
 
     init(fd: CInt, shown: String) throws(ContainerError) {
-        guard let archive = archive_write_new() else {
+        let lib = try ArchiveFunctions.loaded.get()
+        self.lib = lib
+        guard let archive = lib.writeNew() else {
             throw ContainerError(.failure, "cannot write the backup '\(shown)': libarchive made no writer")
         }
         self.archive = archive
         self.shown = shown
-        guard archive_write_set_format_pax(archive) == ARCHIVE_OK,
-            archive_write_open_fd(archive, fd) == ARCHIVE_OK
+        guard lib.writeSetFormatPax(archive) == ARCHIVE_OK,
+            lib.writeOpenFd(archive, fd) == ARCHIVE_OK
         else { throw failure() }
     }
 
     deinit {
-        archive_write_free(archive)
+        _ = lib.writeFree(archive)
     }
 
     /// One entry's header; a regular file's contents follow with `write`. `link` is a symbolic link's
@@ -234,18 +237,18 @@ final class ArchiveWriter {
         _ path: [UInt8], type: mode_t, _ status: FileStatus, _ owner: (uid: UInt32, gid: UInt32), size: Int64 = 0,
         link: [UInt8]? = nil, hardlink: [UInt8]? = nil
     ) throws(ContainerError) {
-        guard let entry = archive_entry_new() else { throw failure() }
-        defer { archive_entry_free(entry) }
-        path.withCPath { archive_entry_copy_pathname(entry, $0) }
-        archive_entry_set_filetype(entry, UInt32(type))
-        archive_entry_set_perm(entry, type == S_IFLNK ? 0o777 : status.mode & 0o7777)
-        archive_entry_set_uid(entry, la_int64_t(owner.uid))
-        archive_entry_set_gid(entry, la_int64_t(owner.gid))
-        archive_entry_set_mtime(entry, time_t(status.modified.seconds), Int(status.modified.nanoseconds))
-        archive_entry_set_size(entry, size)
-        if let link { link.withCPath { archive_entry_copy_symlink(entry, $0) } }
-        if let hardlink { hardlink.withCPath { archive_entry_copy_hardlink(entry, $0) } }
-        guard archive_write_header(archive, entry) >= ARCHIVE_WARN else { throw failure() }
+        guard let entry = lib.entryNew() else { throw failure() }
+        defer { lib.entryFree(entry) }
+        path.withCPath { lib.entryCopyPathname(entry, $0) }
+        _ = lib.entrySetFiletype(entry, UInt32(type))
+        _ = lib.entrySetPerm(entry, type == S_IFLNK ? 0o777 : status.mode & 0o7777)
+        _ = lib.entrySetUid(entry, la_int64_t(owner.uid))
+        _ = lib.entrySetGid(entry, la_int64_t(owner.gid))
+        _ = lib.entrySetMtime(entry, time_t(status.modified.seconds), Int(status.modified.nanoseconds))
+        _ = lib.entrySetSize(entry, size)
+        if let link { link.withCPath { lib.entryCopySymlink(entry, $0) } }
+        if let hardlink { hardlink.withCPath { lib.entryCopyHardlink(entry, $0) } }
+        guard lib.writeHeader(archive, entry) >= ARCHIVE_WARN else { throw failure() }
     }
 
     /// A regular file: opened with O_NOFOLLOW in its folder, its header, then its contents up to the size it
@@ -295,7 +298,7 @@ final class ArchiveWriter {
                 throw error.failure("read", shownFile)
             }
             if count == 0 { break }  // shrank since it was opened: libarchive pads the entry with zeros
-            let wrote = buffer.withUnsafeBytes { archive_write_data(archive, $0.baseAddress, count) }
+            let wrote = buffer.withUnsafeBytes { lib.writeData(archive, $0.baseAddress, count) }
             guard wrote >= 0 else { throw failure() }
             remaining -= Int64(count)
         }
@@ -317,13 +320,13 @@ final class ArchiveWriter {
 
     /// Writes the end of the archive and flushes it to the descriptor.
     func close() throws(ContainerError) {
-        guard archive_write_close(archive) == ARCHIVE_OK else { throw failure() }
+        guard lib.writeClose(archive) == ARCHIVE_OK else { throw failure() }
     }
 
     /// libarchive's error, with the exit status of its errno where it has one.
     private func failure() -> ContainerError {
-        let message = archive_error_string(archive).map { String(cString: $0) } ?? "libarchive failed"
-        let errno = archive_errno(archive)
+        let message = lib.errorString(archive).map { String(cString: $0) } ?? "libarchive failed"
+        let errno = lib.errno(archive)
         let code = errno > 0 ? Errno(rawValue: errno).failure("", "").code : ContainerError.Code.ioError
         return ContainerError(
             code, "cannot write the backup '\(shown)': \(message)", cause: errno > 0 ? Errno(rawValue: errno) : nil)

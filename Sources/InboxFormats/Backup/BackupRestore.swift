@@ -65,7 +65,7 @@ extension BackupArchive {
         let staging = try restoreSwitch.makeStaging()
         var report: RestoreReport
         do {
-            let job = RestoreJob(
+            let job = try RestoreJob(
                 container: container, archive: archive.rawValue, staging: staging.rawValue,
                 stagingPath: restoreSwitch.stagingPath, shown: path, ownWorkingFolder: ownWorkingFolder)
             report = try job.runOnOwnThread()

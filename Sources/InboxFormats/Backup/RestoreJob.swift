@@ -21,10 +21,12 @@ final class RestoreJob: Sendable {
     let shown: String
     let ownWorkingFolder: Bool
     private let result = Mutex<Result<RestoreReport, ContainerError>?>(nil)
+    private let lib: ArchiveFunctions
 
     init(
         container: Container, archive: CInt, staging: CInt, stagingPath: String, shown: String, ownWorkingFolder: Bool
-    ) {
+    ) throws(ContainerError) {
+        lib = try ArchiveFunctions.loaded.get()
         self.container = container
         self.archive = archive
         self.staging = staging
@@ -74,29 +76,29 @@ final class RestoreJob: Sendable {
         } else {
             prefix = Array(stagingPath.utf8) + [0x2F]
         }
-        guard let reader = archive_read_new(), let disk = archive_write_disk_new() else {
+        guard let reader = lib.readNew(), let disk = lib.writeDiskNew() else {
             throw ContainerError(.failure, "cannot restore '\(shown)': libarchive made no reader")
         }
         defer {
-            archive_read_free(reader)
-            archive_write_free(disk)
+            _ = lib.readFree(reader)
+            _ = lib.writeFree(disk)
         }
-        archive_read_support_format_tar(reader)
-        archive_write_disk_set_options(disk, flags)
-        guard archive_read_open_fd(reader, archive, 64 * 1024) == ARCHIVE_OK else {
+        _ = lib.readSupportFormatTar(reader)
+        _ = lib.writeDiskSetOptions(disk, flags)
+        guard lib.readOpenFd(reader, archive, 64 * 1024) == ARCHIVE_OK else {
             throw failure(reader, .badData, "read the backup")
         }
         var report = RestoreReport()
         var entry: OpaquePointer?
         while true {
-            let status = archive_read_next_header(reader, &entry)
+            let status = lib.readNextHeader(reader, &entry)
             if status == ARCHIVE_EOF { break }
             guard status >= ARCHIVE_WARN, let entry else { throw failure(reader, .badData, "read the backup") }
-            let name = RestoreRules.bytes(archive_entry_pathname(entry) ?? archive_entry_pathname_utf8(entry))
-            let symlink = archive_entry_symlink(entry) ?? archive_entry_symlink_utf8(entry)
-            let hardlink = archive_entry_hardlink(entry) ?? archive_entry_hardlink_utf8(entry)
+            let name = RestoreRules.bytes(lib.entryPathname(entry) ?? lib.entryPathnameUtf8(entry))
+            let symlink = lib.entrySymlink(entry) ?? lib.entrySymlinkUtf8(entry)
+            let hardlink = lib.entryHardlink(entry) ?? lib.entryHardlinkUtf8(entry)
             let verdict = RestoreRules.verdict(
-                name, type: archive_entry_filetype(entry), symlink: symlink.map(RestoreRules.bytes),
+                name, type: lib.entryFiletype(entry), symlink: symlink.map(RestoreRules.bytes),
                 hardlink: hardlink.map(RestoreRules.bytes), appName: container.appName)
             switch verdict {
             case .skip:
@@ -108,23 +110,23 @@ final class RestoreJob: Sendable {
                     report.refused.append(RestoreReport.Refusal(path: name, reason: "a path too long"))
                     continue
                 }
-                (prefix + relative).withCPath { archive_entry_copy_pathname(entry, $0) }
-                if let linkTarget { (prefix + linkTarget).withCPath { archive_entry_copy_hardlink(entry, $0) } }
-                archive_entry_set_perm(entry, archive_entry_perm(entry) & 0o777)
-                let written = archive_write_header(disk, entry)
+                (prefix + relative).withCPath { lib.entryCopyPathname(entry, $0) }
+                if let linkTarget { (prefix + linkTarget).withCPath { lib.entryCopyHardlink(entry, $0) } }
+                _ = lib.entrySetPerm(entry, lib.entryPerm(entry) & 0o777)
+                let written = lib.writeHeader(disk, entry)
                 if written == ARCHIVE_FATAL { throw failure(disk, .ioError, "restore into") }
                 guard written >= ARCHIVE_WARN else {
                     report.refused.append(RestoreReport.Refusal(path: name, reason: message(disk)))
                     continue
                 }
                 try copyData(reader, disk)
-                if archive_write_finish_entry(disk) == ARCHIVE_FATAL { throw failure(disk, .ioError, "restore into") }
+                if lib.writeFinishEntry(disk) == ARCHIVE_FATAL { throw failure(disk, .ioError, "restore into") }
                 report.restored.append(relative)
             }
         }
-        try checkEndMarker(at: archive_read_header_position(reader))
+        try checkEndMarker(at: lib.readHeaderPosition(reader))
         // Folders get their modes and times now, once what they hold is written.
-        guard archive_write_close(disk) >= ARCHIVE_WARN else { throw failure(disk, .ioError, "restore into") }
+        guard lib.writeClose(disk) >= ARCHIVE_WARN else { throw failure(disk, .ioError, "restore into") }
         return report
     }
 
@@ -151,22 +153,22 @@ final class RestoreJob: Sendable {
         var size = 0
         var offset: la_int64_t = 0
         while true {
-            let status = archive_read_data_block(reader, &block, &size, &offset)
+            let status = lib.readDataBlock(reader, &block, &size, &offset)
             if status == ARCHIVE_EOF { return }
             guard status >= ARCHIVE_WARN else { throw failure(reader, .badData, "read the backup") }
-            guard archive_write_data_block(disk, block, size, offset) >= ARCHIVE_WARN else {
+            guard lib.writeDataBlock(disk, block, size, offset) >= ARCHIVE_WARN else {
                 throw failure(disk, .ioError, "restore into")
             }
         }
     }
 
     private func message(_ archive: OpaquePointer) -> String {
-        archive_error_string(archive).map { String(cString: $0) } ?? "libarchive failed"
+        lib.errorString(archive).map { String(cString: $0) } ?? "libarchive failed"
     }
 
     /// libarchive's error; its errno, where it has one, decides the exit status.
     private func failure(_ archive: OpaquePointer, _ code: ContainerError.Code, _ doing: String) -> ContainerError {
-        let errno = archive_errno(archive)
+        let errno = lib.errno(archive)
         let cause = errno > 0 ? Errno(rawValue: errno) : nil
         let mapped = cause?.failure("", "").code
         let finalCode: ContainerError.Code =
@@ -175,7 +177,7 @@ final class RestoreJob: Sendable {
             : (mapped == nil || mapped == .failure ? code : mapped ?? code)
         let place = code == .badData ? shown : container.root
         // A reader that says nothing met an archive it cannot take as whole.
-        let said = archive_error_string(archive) == nil && code == .badData ? "damaged or truncated" : message(archive)
+        let said = lib.errorString(archive) == nil && code == .badData ? "damaged or truncated" : message(archive)
         return ContainerError(finalCode, "cannot \(doing) '\(place)': \(said)", cause: cause)
     }
 }
