@@ -48,11 +48,9 @@ struct ImportTally {
 
     /// `inbox: importing… 42% of 1,203 MiB: 2,881 messages, 2,902 attachments`, on a terminal.
     private func drawProgress() {
-        let messages = ProgressLine.grouped(messages)
-        let attachments = ProgressLine.grouped(attachments)
         progress.draw(
-            "importing… \(position.map { $0.description + ": " } ?? "")\(messages) messages, \(attachments) attachments"
-        )
+            "importing… \(position.map { $0.description + ": " } ?? "")\(ProgressLine.grouped(messages)) messages, "
+                + "\(ProgressLine.grouped(attachments)) attachments")
     }
 
     /// Notes a source that stopped with `error`.
