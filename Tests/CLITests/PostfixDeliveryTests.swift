@@ -10,7 +10,12 @@ struct PostfixDeliveryTests {
     /// `ImportCommandTests.message` (three attachments, one in a forwarded message) under a Message-ID of this run.
     static func message(_ tag: String) -> (id: String, text: String) {
         let id = "\(tag)-\(UUID().uuidString)@inbox-test"
-        return (id, ImportCommandTests.message.replacingOccurrences(of: "<report-1@example.org>", with: "<\(id)>"))
+        // With a `Date:` of its own, as mail has: Postfix adds one at each submission otherwise, and a message sent
+        // twice a second apart would be two messages.
+        let date = "Date: Fri, 04 Dec 2026 09:00:00 +0000"
+        let text = ImportCommandTests.message.replacingOccurrences(
+            of: "Message-ID: <report-1@example.org>", with: "\(date)\nMessage-ID: <\(id)>")
+        return (id, text)
     }
 
     /// The SHA-256 of each attachment of `text`, as the oracle (Python's `email` package) finds them, sorted.
