@@ -91,7 +91,7 @@ clean:
 # over 100 of them, a quiet one while another bursts), each as a ratio to a baseline of the same run. Then the mail
 # import's: inbox import against ripmime and munpack on one generated Maildir (Benchmarks/run-mail-bench). inotify-tools,
 # ripmime and mpack are installed for them alone, when missing. BENCH_SIZES="10000", BENCH_SECTIONS=burst,cli,... and
-# BENCH_CONTAINERS=100 run a subset of the first (README.md, "Benchmark", lists every knob), BENCH_MAIL_MESSAGES=1000 a
+# BENCH_CONTAINERS=100 run a subset of the first (Benchmarks/README.md lists every knob), BENCH_MAIL_MESSAGES=1000 a
 # smaller Maildir for the second.
 bench: deps bench-tools bench-mail-tools $(STATIC_CXX)/libstdc++.so
 	$(RELEASE_BUILD) $(RELEASE_SWIFTFLAGS)
