@@ -130,7 +130,8 @@ let userAttributesWork: Bool = {
         let container = try folder.container()
         #expect(try runProgram("/bin/chown", ["-R", "65534:65534", container]).0 == 0)
         let asNobody = [
-            setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", InboxProcess.binary, "--container", container,
+            setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", try SharedBinaries.ready(), "--container",
+            container,
         ]
         try write(folder.path + "/scan.pdf", "scan")
         #expect(chmod(folder.path + "/scan.pdf", 0o644) == 0)

@@ -10,10 +10,8 @@ import Testing
 enum Postfix {
     /// Postfix's own log (its `postlog` service), where a test reads what became of its message.
     static let log = "/var/log/inbox-test-postfix.log"
-    /// The debug `inbox` and `inbox-formats`, copied where any user may run them: the build folder may sit under
-    /// a folder only root may enter.
-    static let binaries = "/tmp/inbox-postfix-test"
-    static var inbox: String { binaries + "/inbox" }
+    /// The binaries any user may run (`SharedBinaries`).
+    static var inbox: String { SharedBinaries.inbox }
     /// The users the tests receive mail as, one a test, each with inbox as a recipient of its own.
     static let users = [
         "inbox-mta-mail", "inbox-mta-plain", "inbox-mta-later", "inbox-mta-twice", "inbox-mta-index", "inbox-mta-big",
@@ -47,7 +45,7 @@ enum Postfix {
         for user in users + [procmailUser] where try run("/usr/bin/id", ["-u", user]).status != 0 {
             try mustRun("/usr/sbin/useradd", ["--create-home", "--shell", "/bin/sh", user])
         }
-        try copyBinaries()
+        _ = try SharedBinaries.ready()
         let restart = try mustRun("/usr/sbin/postconf", ["-h", "inet_interfaces"]).stdoutText != "loopback-only\n"
         try mustRun("/usr/sbin/postconf", ["-e"] + settings)
         // Postfix 3.4 and later write maillog_file through the postlog service; Debian's master.cf has it.
@@ -59,22 +57,6 @@ enum Postfix {
         if running && restart { try mustRun("/usr/sbin/postfix", ["stop"]) }
         try mustRun("/usr/sbin/postfix", [running && !restart ? "reload" : "start"])
         try dropQueuedMail()
-    }
-
-    /// Copies the binaries beside the test bundle (see `InboxProcess.binary`) into `binaries`, each under a
-    /// temporary name first, so a delivery running meanwhile never finds half a file.
-    private static func copyBinaries() throws {
-        try FileManager.default.createDirectory(atPath: binaries, withIntermediateDirectories: true)
-        guard chmod(binaries, 0o755) == 0 else { throw SetupFailure("chmod \(binaries): errno \(errno)") }
-        let built = (InboxProcess.binary as NSString).deletingLastPathComponent
-        for name in ["inbox", "inbox-formats"] {
-            let copy = binaries + "/." + name + ".new"
-            if FileManager.default.fileExists(atPath: copy) { try FileManager.default.removeItem(atPath: copy) }
-            try FileManager.default.copyItem(atPath: built + "/" + name, toPath: copy)
-            guard chmod(copy, 0o755) == 0, rename(copy, binaries + "/" + name) == 0 else {
-                throw SetupFailure("cannot place \(name) in \(binaries): errno \(errno)")
-            }
-        }
     }
 
     /// Deletes from Postfix's queue every message to a test user (or its `+inbox`) that an earlier run left there.
