@@ -64,24 +64,40 @@ struct DeliverCommand: Command {
 
 struct MoveCommand: Command {
     static let name = "move"
-    static let abstract = "Move an Inbox item into Documents; prints its new path."
-    static let usage = "move FILE [--json|-0]"
+    static let abstract = "Move Inbox items (files or folders) into Documents; prints each one's new path."
+    static let usage = "move FILE... [--json|-0]"
     static let options = [
-        ("FILE", "a name in the Inbox, or a path to an item inside it"),
-        ("--json", "print a JSON object {name, path}"),
-        ("-0", "end the path with a NUL instead of a newline, never escaped"),
+        ("FILE", "a name in the Inbox, or a path to an item inside it; a folder moves whole"),
+        ("--json", "print a JSON object {name, path} a line, one for each item moved"),
+        ("-0", "end each path with a NUL instead of a newline, never escaped"),
     ]
-    static let spec = Arguments.Spec(flags: ["--json", "-0"], positionals: 1...1)
+    static let spec = Arguments.Spec(flags: ["--json", "-0"], positionals: 1...Int.max)
 
+    /// Each item is tried in turn. With one, its failure is the command's; with several, each failure is a line on
+    /// stderr, the rest go on, and the command then fails with the first one's status.
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
         let format = try ResultFormat(arguments)
         let inbox = try Inbox(containerPath: containerPath)
-        let name = try inbox.container.inboxItemName(forUserPath: arguments.positionals[0])
-        let document = try inbox.moveToDocuments(name, reason: "move")
-        if format == .json {
-            Output.line(document.json)
-        } else {
-            Output.name(document.path, nulTerminated: format == .nulTerminated)
+        let items = arguments.positionals
+        var failures: [ContainerError] = []
+        for item in items {
+            do {
+                let name = try inbox.container.inboxItemName(forUserPath: item)
+                let document = try inbox.moveToDocuments(name, reason: "move")
+                if format == .json {
+                    Output.line(document.json)
+                } else {
+                    Output.name(document.path, nulTerminated: format == .nulTerminated)
+                }
+            } catch {
+                guard items.count > 1 else { throw error }
+                Output.problem(error.message)
+                failures.append(error)
+            }
+        }
+        if let first = failures.first {
+            throw ContainerError(
+                first.code, "\(failures.count) of \(items.count) items not moved", cause: first.cause)
         }
     }
 }

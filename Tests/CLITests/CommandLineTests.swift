@@ -23,7 +23,7 @@ import Testing
     }
 
     @Test(arguments: [
-        ["frobnicate"], [], ["move"], ["move", "a", "b"], ["ls", "--bogus"], ["ls", "attic"],
+        ["frobnicate"], [], ["move"], ["move", "a", "--bogus"], ["ls", "--bogus"], ["ls", "attic"],
         ["log", "--since", "abc"], ["log", "--event", "exploded"], ["deliver", "-"], ["init", "--app"],
     ])
     func usageErrorsExit64WithOneLineAndHint(arguments: [String]) throws {
@@ -162,6 +162,30 @@ import Testing
             #expect(result.status == 77, "\(outside): \(result.stderr)")
             #expect(result.stderr.split(separator: "\n").count == 1)
         }
+    }
+
+    /// Several items in one `move`: each tried in turn, each failure one line, the rest moved, the first failure's
+    /// status; a folder moves whole.
+    @Test func moveTakesSeveralItemsAndFolders() throws {
+        let folder = try TemporaryFolder()
+        let container = try folder.container()
+        let file = try folder.file("a.txt", "a")
+        _ = try InboxProcess.run("--container", container, "deliver", file, file)
+        try FileManager.default.createDirectory(
+            atPath: container + "/Documents/Inbox/scans/2026", withIntermediateDirectories: true)
+
+        let all = try InboxProcess.run("--container", container, "move", "a.txt", "scans", "a-1.txt")
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.lines == ["a.txt", "scans", "a-1.txt"].map { container + "/Documents/" + $0 })
+        #expect(FileManager.default.fileExists(atPath: container + "/Documents/scans/2026"))
+
+        _ = try InboxProcess.run("--container", container, "deliver", file)
+        let some = try InboxProcess.run("--container", container, "move", "gone.txt", "a.txt", "/etc/passwd")
+        #expect(some.status == 66, "the first failure's status: \(some.stderr)")
+        #expect(some.lines == [container + "/Documents/a 2.txt"], "the item between the failures is moved")
+        let errors = some.stderr.split(separator: "\n")
+        #expect(errors.count == 3 && errors.allSatisfy { $0.hasPrefix("inbox: ") }, "\(some.stderr)")
+        #expect(errors.last == "inbox: 2 of 3 items not moved")
     }
 
     @Test func moveNeverFollowsASymbolicLink() throws {

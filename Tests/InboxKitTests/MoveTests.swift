@@ -113,15 +113,24 @@ import Testing
         #expect(try scratch.documentsEntries() == [])
     }
 
-    @Test func aFolderIsRefused() throws {
+    /// A folder moves whole, as the watcher moves it: one rename, a clash name on a clash, one `moved` record.
+    @Test func aFolderMovesWhole() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try FileManager.default.createDirectory(atPath: scratch.inboxPath("folder"), withIntermediateDirectories: false)
+        for folder in [scratch.inboxPath("scans"), scratch.documentsPath("scans")] {
+            try FileManager.default.createDirectory(atPath: folder + "/deep", withIntermediateDirectories: true)
+            try Data("page".utf8).write(to: URL(fileURLWithPath: folder + "/deep/page.txt"))
+        }
+        let inode = try status(scratch.inboxPath("scans")).inode
 
-        expectError(.refused) { try scratch.inbox.moveToDocuments(name("folder"), reason: "test") }
+        let document = try scratch.inbox.moveToDocuments(name("scans"), reason: "test")
 
-        #expect(try status(scratch.inboxPath("folder")).kind == .directory)
-        #expect(try scratch.documentsEntries() == [])
+        #expect(try document.name == name("scans 2"), "the clash name, as a file gets")
+        #expect(try status(scratch.documentsPath("scans 2")).inode == inode, "renamed, not copied")
+        #expect(try String(contentsOfFile: scratch.documentsPath("scans 2/deep/page.txt"), encoding: .utf8) == "page")
+        #expect(!FileManager.default.fileExists(atPath: scratch.inboxPath("scans")))
+        let moved = try scratch.inbox.log.records(kinds: ["moved"])
+        #expect(moved.map { $0.fields["to"] } == ["Documents/scans 2"])
     }
 
     @Test func aFileWithAHardLinkOutsideIsCopiedNeverRenamed() throws {

@@ -3,8 +3,8 @@ import FoundationEssentials
 import Glibc
 
 extension Inbox {
-    /// Moves the Inbox item `name` into Documents (ARCHITECTURE.md, "How an arrival flows") and returns the writable
-    /// document.
+    /// Moves the Inbox item `name`, a file or a folder (whole), into Documents (ARCHITECTURE.md, "How an arrival
+    /// flows") and returns the writable document.
     ///
     /// Through the one mover (`Mover`): a checked rename where it can (`report 2.pdf` on a clash), a copy where
     /// it must (a file with other hard links, or Documents on another filesystem), all under a journal intent
@@ -29,7 +29,7 @@ extension Inbox {
         } catch {
             throw error.failure("read", itemPath(name))
         }
-        try refuseUnlessRegular(name, status)
+        try refuseUnlessMovable(name, status)
         let identity = Identity(status)
         let journal = MoveJournal(container: container)
         let seq = try log.lastSeq()
@@ -81,14 +81,13 @@ extension Inbox {
         Array(place.relativePath(appName: container.appName).utf8) + [0x2F]
     }
 
-    /// Symbolic links, folders and special files are never moved, opened or followed.
-    private func refuseUnlessRegular(_ name: FileName, _ status: FileStatus) throws(ContainerError) {
+    /// Files and folders move; symbolic links and special files are never moved, opened or followed.
+    private func refuseUnlessMovable(_ name: FileName, _ status: FileStatus) throws(ContainerError) {
         let what: String
         switch status.kind {
-        case .regular: return
+        case .regular, .directory: return
         case .symbolicLink: what = "a symbolic link, which is never followed"
-        case .directory: what = "a folder, not a file"
-        default: what = "not a regular file"
+        default: what = "not a regular file or folder"
         }
         throw ContainerError(.refused, "'\(itemPath(name))' is \(what); not moved")
     }
