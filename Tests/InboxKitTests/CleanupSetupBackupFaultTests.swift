@@ -44,12 +44,15 @@ import Testing
             check: { scratch, outcome, plan in
                 expectClearError(outcome, plan)
                 expectRetriedInterrupt(outcome, plan)
-                // Each entry is still there, or gone with one `deleted` record.
+                // Each entry is still there, or gone with one `deleted` record. An old item a failure put back
+                // under its name arrived again then (the rename is a new ctime), and the newest item may go first.
                 let check = { (when: String) throws in
                     let entries = try scratch.inboxEntries()
                     let deleted = try scratch.inbox.log.records(kinds: ["deleted"]).compactMap { $0.fields["path"] }
-                    #expect(entries.contains("recent.pdf"), "\(plan.summary): \(when): a recent item went")
-                    for name in old {
+                    #expect(
+                        entries.contains("recent.pdf") || old.contains(where: entries.contains),
+                        "\(plan.summary): \(when): a recent item went before the old ones")
+                    for name in old + ["recent.pdf"] {
                         let records = deleted.filter { $0 == "Documents/Inbox/" + name }.count
                         #expect(
                             records == (entries.contains(name) ? 0 : 1),
@@ -62,7 +65,7 @@ import Testing
                 let summary = try rerun.execute(log: scratch.inbox.log) { _ in }
                 #expect(summary.failed == 0, "\(plan.summary): rerun: \(summary.firstFailure?.message ?? "")")
                 try check("after a rerun")
-                #expect(try scratch.inboxEntries() == ["recent.pdf"], "\(plan.summary): after a rerun")
+                #expect(try scratch.inboxEntries().count == 1, "\(plan.summary): after a rerun")
             },
             teardown: { $0.remove() }
         ).run("cleanup")
