@@ -38,7 +38,7 @@ public struct CleanupEntry: Sendable, Equatable {
 ///
 /// Entries are produced as the folders are read, never all held at once: only the two size limits need an
 /// order, and for them a first pass sums the bytes and a second keeps just the oldest entries the limit
-/// needs. Walks never follow a symbolic link nor leave the place's filesystem. On an unchanged container a
+/// needs (the Inbox's also reads the log once for every item's arrival: ARCHITECTURE.md, "Age from arrival"). Walks never follow a symbolic link nor leave the place's filesystem. On an unchanged container a
 /// dry run and a real run produce the same entries in the same order. Nothing else is ever read or deleted:
 /// not Documents outside the Inbox, Application Support, Preferences, nor the bundle.
 public struct CleanupPlan: Sendable {
@@ -59,9 +59,9 @@ public struct CleanupPlan: Sendable {
         self.now = now
     }
 
-    /// Calls `body` with each entry to delete, in this order: Inbox items older than `inboxMaxAge`; then,
-    /// oldest first, the others while the Inbox holds more than `inboxMaxBytes`; tmp entries older than
-    /// `tmpMaxAge` (all of them when the app is not running); then the least recently used files of Caches
+    /// Calls `body` with each entry to delete, in this order: Inbox items that arrived more than `inboxMaxAge` ago;
+    /// then, oldest arrival first, the others while the Inbox holds more than `inboxMaxBytes`; tmp entries older
+    /// than `tmpMaxAge` (all of them when the app is not running); then the least recently used files of Caches
     /// while it holds more than `cachesMaxBytes`. A missing place is skipped. `body` may delete each entry.
     ///
     /// `progress` counts each entry checked; `shouldStop` is asked as often and ends the walk early.
