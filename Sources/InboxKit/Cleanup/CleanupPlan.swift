@@ -38,7 +38,8 @@ public struct CleanupEntry: Sendable, Equatable {
 ///
 /// Entries are produced as the folders are read, never all held at once: only the two size limits need an
 /// order, and for them a first pass sums the bytes and a second keeps just the oldest entries the limit
-/// needs (the Inbox's also reads the log once for every item's arrival: ARCHITECTURE.md, "Age from arrival"). Walks never follow a symbolic link nor leave the place's filesystem. On an unchanged container a
+/// needs (the Inbox's also reads the log once for every item's arrival: ARCHITECTURE.md, "Age from arrival").
+/// Walks never follow a symbolic link nor leave the place's filesystem. On an unchanged container a
 /// dry run and a real run produce the same entries in the same order. Nothing else is ever read or deleted:
 /// not Documents outside the Inbox, Application Support, Preferences, nor the bundle.
 public struct CleanupPlan: Sendable {
