@@ -11,6 +11,9 @@ public struct FileStatus: Sendable, Equatable {
     public let modified: Timestamp
     /// The last access (`st_atim`), as the mount's `relatime` or `noatime` keeps it.
     public let accessed: Timestamp
+    /// The last change of the inode (`st_ctim`): a write, a rename, a link, a `chmod`. Nobody can set it back,
+    /// where the filesystem keeps it (not sshfs or rclone, which report the modification time).
+    public let changed: Timestamp
     /// The permission bits (`st_mode & 07777`).
     public private(set) var mode: mode_t
     /// How many names the inode has (`st_nlink`).
@@ -28,6 +31,7 @@ public struct FileStatus: Sendable, Equatable {
         size = Int64(status.st_size)
         modified = Timestamp(status.st_mtim)
         accessed = Timestamp(status.st_atim)
+        changed = Timestamp(status.st_ctim)
         mode = status.st_mode & 0o7777
         linkCount = Int(status.st_nlink)
         device = UInt64(status.st_dev)
@@ -41,6 +45,7 @@ public struct FileStatus: Sendable, Equatable {
         size = status.size
         modified = Timestamp(seconds: status.modified_seconds, nanoseconds: Int64(status.modified_nanoseconds))
         accessed = Timestamp(seconds: status.accessed_seconds, nanoseconds: Int64(status.accessed_nanoseconds))
+        changed = Timestamp(seconds: status.changed_seconds, nanoseconds: Int64(status.changed_nanoseconds))
         mode = mode_t(status.mode) & 0o7777
         linkCount = Int(status.link_count)
         device = status.device

@@ -69,6 +69,14 @@ package func system_fstat(_ fd: CInt) throws(Errno) -> stat {
     return status
 }
 
+/// `fstatfs`: the type of the filesystem that holds `fd` (its `f_type`, a magic number such as FUSE's).
+@inline(never)
+package func system_fstatfsType(_ fd: CInt) throws(Errno) -> Int64 {
+    var type: Int64 = 0
+    _ = try valueOrErrno("fstatfs") { inbox_filesystem_type(fd, &type) }
+    return type
+}
+
 /// `fstatat(AT_SYMLINK_NOFOLLOW)`: a symbolic link is described, never followed.
 @inline(never)
 package func system_lstatat(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> stat {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <pthread.h>
@@ -262,6 +263,15 @@ int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status) {
     status->modified_nanoseconds = raw.stx_mtime.tv_nsec;
     status->born_seconds = raw.stx_btime.tv_sec;
     status->born_nanoseconds = raw.stx_btime.tv_nsec;
+    status->changed_seconds = raw.stx_ctime.tv_sec;
+    status->changed_nanoseconds = raw.stx_ctime.tv_nsec;
+    return 0;
+}
+
+int inbox_filesystem_type(int fd, int64_t *type) {
+    struct statfs raw;
+    if (fstatfs(fd, &raw) == -1) return -1;
+    *type = (int64_t)raw.f_type;
     return 0;
 }
 

@@ -179,7 +179,7 @@ struct WatchCommand: Command {
     static let abstract = "Watch the Inbox: seal, log and hand over each arrival (one watcher per container)."
     static let usage =
         "watch [--root DIR] [--on-arrival keep|move] [--exec CMD] [--hook-timeout SECONDS] [--jobs N] [--once]"
-        + " [--verbose|--format FMT] [-0]"
+        + " [--no-clean] [--verbose|--format FMT] [-0]"
     static let options = [
         (
             "--root DIR",
@@ -197,6 +197,7 @@ struct WatchCommand: Command {
         ("--hook-timeout SECONDS", "kill CMD after this long (default 60)"),
         ("--jobs N", "run at most N commands at once (default 2)"),
         ("--once", "handle what is in the Inbox, then exit"),
+        ("--no-clean", "never apply the cleanup policy (by default at the start, then hourly; see inbox clean)"),
         (
             "--verbose",
             "print a line when each arrival arrives and one when its disposition is applied, as --format '\(WatchFormat.verbose)'; ends when the reader of stdout is gone"
@@ -206,7 +207,7 @@ struct WatchCommand: Command {
         ("FMT", WatchFormat.directives.map { "\($0.0) \($0.1)" }.joined(separator: "; ")),
     ]
     static let spec = Arguments.Spec(
-        flags: ["--once", "--verbose", "-0"],
+        flags: ["--once", "--no-clean", "--verbose", "-0"],
         valued: ["--root", "--on-arrival", "--exec", "--hook-timeout", "--jobs", "--format"])
     static let servesSeveralContainers = true
 
@@ -225,6 +226,7 @@ struct WatchCommand: Command {
             options.jobs = Int(jobs)
         }
         options.once = arguments.flags.contains("--once")
+        if arguments.flags.contains("--no-clean") { options.cleanInterval = nil }
         options.report = { Output.problem($0) }
         options.streamsArrivals = false  // the lines of --format come from onSettled
         let lines = try lineFormat(arguments)

@@ -167,7 +167,8 @@ import Testing
     static let callsTheWatcherMakes: Set<String> = [
         "access", "arch_prctl", "brk", "clone", "clone3", "close", "close_range", "copy_file_range", "dup2",
         "execve", "exit", "exit_group", "fadvise64", "fchdir", "fchmod", "fcntl", "fgetxattr", "flock",
-        "fremovexattr", "fsetxattr", "fsync", "ftruncate", "futex", "getdents64", "getegid", "geteuid", "getgid",
+        "fremovexattr", "fsetxattr", "fstatfs", "fsync", "ftruncate", "futex", "getdents64", "getegid", "geteuid",
+        "getgid",
         "getpid", "getppid", "getrandom", "gettid", "getuid", "inotify_add_watch", "inotify_init", "ioctl", "kill",
         "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self", "linkat", "lseek", "madvise",
         "mkdirat", "mmap", "mprotect", "munmap", "newfstatat", "openat", "pidfd_open", "pipe2", "poll", "prctl",

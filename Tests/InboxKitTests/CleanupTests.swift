@@ -4,8 +4,9 @@ import Glibc
 import InboxKit
 import Testing
 
-/// The cleanup policy of ARCHITECTURE.md, "Cleanup", planned and carried out on real folders. Ages are set with
-/// `utimensat`.
+/// The cleanup policy of ARCHITECTURE.md, "Cleanup", planned and carried out on real folders. Ages in tmp and Caches
+/// are set with `utimensat`; an Inbox item's age counts from its arrival (its ctime, which cannot be set back), so the
+/// plan's `now` is moved on instead.
 @Suite struct CleanupTests {
     static let day: Int64 = 86_400
 
@@ -14,19 +15,23 @@ import Testing
     @Test func inboxItemsOlderThanTheMaxAgeGo() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        try makeFile(scratch.inboxPath("old.pdf"), pattern(10))
-        try makeFile(scratch.inboxPath("recent.pdf"), pattern(10))
-        try makeFile(scratch.inboxPath(".staging-old"), pattern(10))
         try FileManager.default.createDirectory(
             atPath: scratch.inboxPath("old folder"), withIntermediateDirectories: true)
         try makeFile(scratch.inboxPath("old folder/inside.txt"), pattern(7))
-        try setAge(scratch.inboxPath("old.pdf"), days: 31)
-        try setAge(scratch.inboxPath("recent.pdf"), days: 29)
-        try setAge(scratch.inboxPath(".staging-old"), days: 400)
-        try setAge(scratch.inboxPath("old folder/inside.txt"), days: 40)
-        try setAge(scratch.inboxPath("old folder"), days: 40)
+        try makeFile(scratch.inboxPath("old.pdf"), pattern(10))
+        try makeFile(scratch.inboxPath(".staging-old"), pattern(10))
+        // Their own dates count for nothing: the old are new by them, the recent old.
+        try setAge(scratch.inboxPath("old.pdf"), days: -1)
+        try setAge(scratch.inboxPath("old folder/inside.txt"), days: -1)
+        let arrived = try ["old.pdf", "old folder", "old folder/inside.txt"].map { try changed(scratch.inboxPath($0)) }
+            .max()!
+        waitPast(Timestamp(seconds: arrived.seconds + 1, nanoseconds: 0))
+        try makeFile(scratch.inboxPath("recent.pdf"), pattern(10))
+        try setAge(scratch.inboxPath("recent.pdf"), days: 400)
 
-        let outcomes = try clean(scratch, appIsRunning: true)
+        // Thirty days and a second after the old ones arrived.
+        let now = Timestamp(seconds: arrived.seconds + 30 * Self.day + 1, nanoseconds: 0)
+        let outcomes = try clean(scratch, appIsRunning: true, now: now)
         #expect(Set(outcomes.map(\.relative)) == ["Documents/Inbox/old.pdf", "Documents/Inbox/old folder"])
         #expect(outcomes.allSatisfy { $0.reason == "older than 30 days" && $0.deleted })
         #expect(outcomes.first { $0.relative.hasSuffix("old folder") }?.bytes == 7)
@@ -36,16 +41,20 @@ import Testing
     @Test func overItsMaxBytesTheInboxLosesItsOldestItemsFirst() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        for (index, days) in [5, 1, 4, 2, 3].enumerated() {
-            try makeFile(scratch.inboxPath("item\(index)"), pattern(100))
-            try setAge(scratch.inboxPath("item\(index)"), days: Int64(days))
-        }
         try makeFile(scratch.inboxPath("ancient"), pattern(1000))
-        try setAge(scratch.inboxPath("ancient"), days: 90)
+        let ancient = try changed(scratch.inboxPath("ancient"))
+        waitPast(Timestamp(seconds: ancient.seconds + 1, nanoseconds: 0))
+        // They arrive oldest first, each after the one before; their own dates say otherwise.
+        for index in [0, 2, 4, 3, 1] {
+            try makeFile(scratch.inboxPath("item\(index)"), pattern(100))
+            try setAge(scratch.inboxPath("item\(index)"), days: Int64(-index))
+            waitPast(try changed(scratch.inboxPath("item\(index)")))
+        }
         var policy = Preferences()
         policy.inboxMaxBytes = 250
 
-        let outcomes = try clean(scratch, policy: policy, appIsRunning: true)
+        let now = Timestamp(seconds: ancient.seconds + 30 * Self.day + 1, nanoseconds: 0)
+        let outcomes = try clean(scratch, policy: policy, appIsRunning: true, now: now)
         // The ancient item goes for its age and no longer counts; 500 bytes remain, so the three oldest go.
         #expect(outcomes.map(\.relative) == ["ancient", "item0", "item2", "item4"].map { "Documents/Inbox/" + $0 })
         #expect(outcomes.map(\.reason) == ["older than 30 days"] + Array(repeating: "inbox over 250 bytes", count: 3))
@@ -223,13 +232,13 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         try makeFile(scratch.inboxPath("old.pdf"), pattern(10))
-        try setAge(scratch.inboxPath("old.pdf"), days: 31)
         try makeFile(scratch.container.path(.tmp) + "/scratch", pattern(10))
         try makeFile(scratch.container.path(.caches) + "/thumb", pattern(10))
         var policy = Preferences()
         policy.cachesMaxBytes = 5
 
-        let outcomes = try clean(scratch, policy: policy, appIsRunning: false)
+        let now = Timestamp(seconds: Int64(time(nil)) + 31 * Self.day, nanoseconds: 0)
+        let outcomes = try clean(scratch, policy: policy, appIsRunning: false, now: now)
         let records = try scratch.inbox.log.records(kinds: ["deleted"])
         #expect(records.map { $0.fields["path"] ?? "" } == outcomes.map(\.relative))
         #expect(records.map { $0.fields["reason"] ?? "" } == outcomes.map(\.reason))
@@ -371,8 +380,26 @@ import Testing
         let deleted: Bool
     }
 
-    private func clean(_ scratch: Scratch, policy: Preferences = Preferences(), appIsRunning: Bool) throws -> [Done] {
-        try execute(CleanupPlan(container: scratch.container, policy: policy, appIsRunning: appIsRunning), scratch)
+    private func clean(
+        _ scratch: Scratch, policy: Preferences = Preferences(), appIsRunning: Bool, now: Timestamp = .now()
+    ) throws -> [Done] {
+        try execute(
+            CleanupPlan(container: scratch.container, policy: policy, appIsRunning: appIsRunning, now: now), scratch)
+    }
+
+    /// The ctime of `path`: when it arrived, for the cleanup of the Inbox.
+    private func changed(_ path: String) throws -> Timestamp {
+        try fileStatus(in: AT_FDCWD, path).changed
+    }
+
+    /// Waits until the clock is 20 ms past `time`, so that what is made next has a later ctime (the kernel's
+    /// coarse clock, a tick behind).
+    private func waitPast(_ time: Timestamp) {
+        let deadline = Date().addingTimeInterval(10)
+        let nanoseconds = time.nanoseconds + 20_000_000
+        let target = Timestamp(
+            seconds: time.seconds + nanoseconds / 1_000_000_000, nanoseconds: nanoseconds % 1_000_000_000)
+        while Timestamp.now() < target, Date() < deadline { usleep(5000) }
     }
 
     private func execute(_ plan: CleanupPlan, _ scratch: Scratch) throws -> [Done] {

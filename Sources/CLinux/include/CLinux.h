@@ -20,7 +20,7 @@ ssize_t inbox_fgetxattr(int fd, const char *name, void *value, size_t size);
 int inbox_fremovexattr(int fd, const char *name);
 
 /// What statx(2) says of a file, in the fields the package reads; `born_known` is 0 where the filesystem
-/// keeps no birth time.
+/// keeps no birth time. `changed` is the status-change time (ctime).
 struct inbox_file_status {
     uint64_t device;
     uint64_t inode;
@@ -30,9 +30,14 @@ struct inbox_file_status {
     int32_t born_known;
     int64_t accessed_seconds, modified_seconds, born_seconds;
     uint32_t accessed_nanoseconds, modified_nanoseconds, born_nanoseconds;
+    int64_t changed_seconds;
+    uint32_t changed_nanoseconds;
 };
 /// statx(dirfd, path, AT_SYMLINK_NOFOLLOW, basic stats and birth time); an empty path describes dirfd itself.
 int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status);
+
+/// fstatfs(2): the type of the filesystem that holds `fd` (`f_type`) in `type`.
+int inbox_filesystem_type(int fd, int64_t *type);
 
 /// unshare(CLONE_FS): the calling thread gets its own working folder, root and umask (no privilege needed).
 int inbox_unshare_fs(void);

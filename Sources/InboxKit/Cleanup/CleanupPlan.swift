@@ -38,7 +38,8 @@ public struct CleanupEntry: Sendable, Equatable {
 ///
 /// Entries are produced as the folders are read, never all held at once: only the two size limits need an
 /// order, and for them a first pass sums the bytes and a second keeps just the oldest entries the limit
-/// needs. Walks never follow a symbolic link nor leave the place's filesystem. On an unchanged container a
+/// needs (the Inbox's also reads the log once for every item's arrival: ARCHITECTURE.md, "Age from arrival").
+/// Walks never follow a symbolic link nor leave the place's filesystem. On an unchanged container a
 /// dry run and a real run produce the same entries in the same order. Nothing else is ever read or deleted:
 /// not Documents outside the Inbox, Application Support, Preferences, nor the bundle.
 public struct CleanupPlan: Sendable {
@@ -59,9 +60,9 @@ public struct CleanupPlan: Sendable {
         self.now = now
     }
 
-    /// Calls `body` with each entry to delete, in this order: Inbox items older than `inboxMaxAge`; then,
-    /// oldest first, the others while the Inbox holds more than `inboxMaxBytes`; tmp entries older than
-    /// `tmpMaxAge` (all of them when the app is not running); then the least recently used files of Caches
+    /// Calls `body` with each entry to delete, in this order: Inbox items that arrived more than `inboxMaxAge` ago;
+    /// then, oldest arrival first, the others while the Inbox holds more than `inboxMaxBytes`; tmp entries older
+    /// than `tmpMaxAge` (all of them when the app is not running); then the least recently used files of Caches
     /// while it holds more than `cachesMaxBytes`. A missing place is skipped. `body` may delete each entry.
     ///
     /// `progress` counts each entry checked; `shouldStop` is asked as often and ends the walk early.
@@ -121,36 +122,73 @@ final class CleanupWalker {
         }
     }
 
-    /// Old Inbox items, then the oldest of the rest while the Inbox is over its limit. Staging names (a leading
-    /// `.`) are delivery's and the mover's, never items. Where a watcher serves the container, only the items it
-    /// is done with count and go (ARCHITECTURE.md, "Settled before cleaned"): not one that has yet to arrive,
-    /// nor one whose move or deletion is decided, nor one whose handler has not answered.
+    /// Old Inbox items, then the oldest of the rest while the Inbox is over its limit, by their arrival
+    /// (ARCHITECTURE.md, "Age from arrival"): an item whose ctime is recent is young without a look at the log;
+    /// the others (all of them where ctime is faked) are decided a batch at a time, after one pass over the log for
+    /// their records. Staging names (a leading `.`) are delivery's and the mover's, never items. Where a watcher
+    /// serves the container, only the items it is done with count and go (ARCHITECTURE.md, "Settled before
+    /// cleaned"): not one that has yet to arrive, nor one whose move or deletion is decided, nor one whose handler
+    /// has not answered.
     func inbox(_ body: (CleanupEntry) throws(ContainerError) -> Void) throws(ContainerError) {
         guard let folder = try open(.inbox) else { return }
         let policy = plan.policy
         let shown = plan.container.path(.inbox)
         let fd = folder.rawValue
         let ledger = try ArrivalLedger.current(of: plan.container)
+        let clock = try ArrivalClock(container: plan.container, inbox: folder)
         let isItem = { (name: FileName, status: FileStatus) in
             !name.isHidden && ledger?.isSettled(Identity(status)) != false
         }
         var kept: Int64 = 0
+        var suspects: [OldestFirst.Candidate] = []
+        func decide() throws(ContainerError) {
+            let records = try clock.latestRecords(for: suspects.map { Identity($0.status) })
+            for suspect in suspects {
+                let record = records[ArrivalClock.FileKey(Identity(suspect.status))]
+                if let arrival = clock.arrival(changed: suspect.time, record: record),
+                    plan.isOlder(arrival, than: policy.inboxMaxAge)
+                {
+                    try body(
+                        entry(
+                            .inbox, [suspect.name], CleanupPolicy.olderThan(policy.inboxMaxAge), suspect.bytes,
+                            suspect.status))
+                } else {
+                    kept += suspect.bytes
+                }
+            }
+            suspects.removeAll(keepingCapacity: true)
+        }
         try read(folder, shown) { name, status throws(ContainerError) in
             guard isItem(name, status) else { return }
             let measure = measure(name, status, in: fd)
-            if plan.isOlder(measure.modified, than: policy.inboxMaxAge) {
-                try body(entry(.inbox, [name], CleanupPolicy.olderThan(policy.inboxMaxAge), measure.bytes, status))
-            } else {
+            if clock.keepsChangeTime && !plan.isOlder(measure.changed, than: policy.inboxMaxAge) {
                 kept += measure.bytes
+                return
             }
+            suspects.append(
+                OldestFirst.Candidate(time: measure.changed, bytes: measure.bytes, name: name, status: status))
+            if suspects.count == Self.suspectsAtOnce { try decide() }
         }
+        guard !stopped else { return }
+        try decide()
         guard kept > policy.inboxMaxBytes, !stopped else { return }
+        // The order needs every item's arrival: their identities, one pass over the log, then the oldest kept.
+        var identities: [Identity] = []
+        try read(folder, shown) { name, status throws(ContainerError) in
+            if isItem(name, status) { identities.append(Identity(status)) }
+        }
+        guard !stopped else { return }
+        let records = try clock.latestRecords(for: identities)
+        identities = []
         var oldest = OldestFirst(excess: kept - policy.inboxMaxBytes)
         try read(folder, shown) { name, status throws(ContainerError) in
             guard isItem(name, status) else { return }
             let measure = measure(name, status, in: fd)
-            guard !plan.isOlder(measure.modified, than: policy.inboxMaxAge) else { return }
-            oldest.add(OldestFirst.Candidate(time: measure.modified, bytes: measure.bytes, name: name, status: status))
+            let record = records[ArrivalClock.FileKey(Identity(status))]
+            // One with no known arrival counts as arriving now.
+            let arrival = clock.arrival(changed: measure.changed, record: record) ?? plan.now
+            guard !plan.isOlder(arrival, than: policy.inboxMaxAge) else { return }
+            oldest.add(OldestFirst.Candidate(time: arrival, bytes: measure.bytes, name: name, status: status))
         }
         guard !stopped else { return }
         for candidate in oldest.sorted() {
@@ -160,6 +198,9 @@ final class CleanupWalker {
                     candidate.status))
         }
     }
+
+    /// How many Inbox items old by their ctime are decided on after one pass over the log.
+    static let suspectsAtOnce = 4096
 
     /// Every tmp entry when the app is not running; else those whose newest modification is older than
     /// `tmpMaxAge`. A folder goes whole; a symbolic link goes itself, never what it points at.

@@ -11,6 +11,8 @@ extension CleanupWalker {
     struct Measure {
         var bytes: Int64
         var modified: Timestamp
+        /// The newest ctime: never the file's own dates, which any program sets (ARCHITECTURE.md, "Age from arrival").
+        var changed: Timestamp
     }
 
     /// Reads `folder` a name at a time, calling `body` with each name and its status (a symbolic link is
@@ -39,10 +41,12 @@ extension CleanupWalker {
         if let failure { throw failure }
     }
 
-    /// A file's size and modification time; for a folder, the bytes of the regular files below it and the
-    /// newest modification time of the folder and anything in it.
+    /// A file's size, modification time and ctime; for a folder, the bytes of the regular files below it and the
+    /// newest of those times of the folder and anything in it.
     func measure(_ name: FileName, _ status: FileStatus, in parent: CInt) -> Measure {
-        var measure = Measure(bytes: status.kind == .regular ? status.size : 0, modified: status.modified)
+        var measure = Measure(
+            bytes: status.kind == .regular ? status.size : 0, modified: status.modified,
+            changed: status.changed)
         if status.kind == .directory, let folder = openFolder(name, status, in: parent) {
             add(folder, device: status.device, depth: 1, to: &measure)
         }
@@ -56,6 +60,7 @@ extension CleanupWalker {
             guard let status = try? fileStatus(in: fd, name) else { return true }
             measure.bytes += status.kind == .regular ? status.size : 0
             measure.modified = max(measure.modified, status.modified)
+            measure.changed = max(measure.changed, status.changed)
             if status.kind == .directory, status.device == device, depth < Self.maxDepth,
                 let sub = openFolder(name, status, in: fd)
             {

@@ -171,7 +171,7 @@ extension Inbox {
             [
                 "path": .path(loggedPath(.inbox, name)), "size": .int(status.size),
                 "sha256": .string(SHA256Digest.hex(sha256)), "message_sha256": .string(SHA256Digest.hex(part.key)),
-                "ordinal": .int(Int64(part.ordinal)), "recovered": .bool(true),
+                "ordinal": .int(Int64(part.ordinal)), "recovered": .bool(true), "id": .string(Identity(status).text),
             ])
     }
 

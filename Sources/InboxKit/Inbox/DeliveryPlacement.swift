@@ -139,7 +139,10 @@ extension Inbox {
                         placed.map { index, name in
                             let record = Event(
                                 .delivered,
-                                ["path": .path(loggedPath(.inbox, name)), "size": .int(staged[index].status.size)])
+                                [
+                                    "path": .path(loggedPath(.inbox, name)), "size": .int(staged[index].status.size),
+                                    "id": .string(Identity(staged[index].status).text),
+                                ])
                             return (index, record)
                         })
                 }, undo: { stuck = takeBack(placed, of: staged, in: folder) })
