@@ -87,4 +87,22 @@ import Testing
             #expect(try rotated(in: folder).count >= 3)
         }
     }
+
+    /// A watcher's checkpoint far past anything the log held is crafted: set aside, never followed by the log's seq.
+    @Test func aCheckpointFarPastTheLogIsSetAsideNotFollowed() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        for index in 0..<3 { _ = try scratch.inbox.deliver(data: Data("kept \(index)".utf8), suggestedName: "k.txt") }
+        try StateFileTests.watchOnce(scratch.inbox)
+        let last = try #require(try scratch.inbox.log.records().last?.seq)
+        let checkpoint = scratch.container.stateDirectory + "/arrived.checkpoint"
+        try Data("seq \(last + (1 << 40))\n".utf8).write(to: URL(fileURLWithPath: checkpoint))
+        try StateFileTests.watchOnce(try Inbox(container: scratch.container))
+        let written = try String(contentsOfFile: scratch.container.stateDirectory + "/events.jsonl", encoding: .utf8)
+        let seqs = written.split(separator: "\n").map { EventEncoding.leadingSeq(Array($0.utf8)) ?? 0 }
+        #expect(seqs.allSatisfy { $0 > 0 && $0 < last + 100 }, "\(seqs)")
+        let records = try scratch.inbox.log.records()
+        #expect(records.filter { $0.event == "arrived" }.count == 3, "nothing arrives again")
+        #expect(records.contains { $0.fields["during"] == "read the checkpoint" })
+    }
 }
