@@ -14,6 +14,11 @@ import Testing
         return container
     }
 
+    private func deliver(_ name: String, _ folder: TemporaryFolder, _ container: String) throws {
+        let result = try InboxProcess.run("--container", container, "deliver", try folder.file(name, name))
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
     private func state(_ container: String) -> String { container + "/Library/Application Support/inbox" }
 
     private func craft(_ seq: String, into container: String) throws {
@@ -46,7 +51,7 @@ import Testing
         let folder = try TemporaryFolder()
         let container = try loggedContainer(folder)
         try craft(crafted, into: container)
-        #expect(try InboxProcess.run("--container", container, "deliver", try folder.file("late.txt", "late")).status == 0)
+        try deliver("late.txt", folder, container)
         let records = try logged(container)
         #expect(records.map(\.seq) == [6, 7], "\(records)")
         #expect(records.map(\.event) == ["error", "delivered"])
@@ -62,7 +67,7 @@ import Testing
         var lines = try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n").map(String.init)
         lines.insert(#"{"seq":\#(crafted),"time":"2026-12-04T22:00:00.000Z","event":"rescan"}"#, at: 3)
         try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: path))
-        #expect(try InboxProcess.run("--container", container, "deliver", try folder.file("late.txt", "late")).status == 0)
+        try deliver("late.txt", folder, container)
         let records = try logged(container)
         #expect(records.map(\.seq) == [1, 2, 3, 4, 5, 6], "\(records)")
         #expect(!records.contains { $0.event == "rescan" })
@@ -80,9 +85,9 @@ import Testing
         var seen = follower.readStdout { $0.contains(#""seq":5,"#) }
         #expect(seen.contains(#""seq":5,"#), "the follower reads the log: \(seen)")
         try craft("9007199254740993", into: container)
-        #expect(try InboxProcess.run("--container", container, "deliver", try folder.file("late.txt", "late")).status == 0)
+        try deliver("late.txt", folder, container)
         seen += follower.readStdout { $0.contains("late.txt") }
-        #expect(try InboxProcess.run("--container", container, "deliver", try folder.file("later.txt", "later")).status == 0)
+        try deliver("later.txt", folder, container)
         seen += follower.readStdout { $0.contains("later.txt") }
         let seqs = seen.split(separator: "\n").map { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["seq"] as? Int ?? -1

@@ -105,4 +105,18 @@ import Testing
         #expect(records.filter { $0.event == "arrived" }.count == 3, "nothing arrives again")
         #expect(records.contains { $0.fields["during"] == "read the checkpoint" })
     }
+
+    /// An instance new to the log reads on from the mark the appends leave in `events.lock`, not from the top: a
+    /// crafted record past the mark is still caught.
+    @Test func aNewInstanceReadsOnFromTheMarkAndStillCatchesACraftedRecord() throws {
+        try withFolder { folder in
+            let log = try EventLog(directory: folder)
+            for _ in 0..<20 { try log.append((0..<100).map { _ in Event(.setup) }) }
+            let lock = try FileManager.default.attributesOfItem(atPath: folder + "/events.lock")
+            #expect(lock[.size] as? Int == 32, "a mark was left")
+            try craft(EventLog.maxSeq, in: folder)
+            #expect(try EventLog(directory: folder).append(Event(.arrived)) == 2002)
+            #expect(try log.records().suffix(2).map(\.event) == ["error", "arrived"])
+        }
+    }
 }

@@ -174,7 +174,9 @@ public final class EventLog: Sendable {
         }
         let first = seq + 1
         var start = 0
+        var lastLine = 0
         for (index, end) in ends.enumerated() {
+            lastLine = buffer.count
             EventEncoding.appendHead(seq: first + UInt64(index), time: time, to: &buffer)
             buffer.append(contentsOf: bodies[start..<end])
             start = end
@@ -187,7 +189,12 @@ public final class EventLog: Sendable {
             throw error.failure("append to the event log", logPath)
         }
         writer.lastSeq = first + UInt64(ends.count) - 1
-        writer.size += Int64(buffer.count)
+        let end = writer.size + Int64(buffer.count)
+        if end - writer.markedAt > Self.markSpacing {
+            leaveMark(&writer, lastLine: writer.size + Int64(lastLine), end: end)
+            writer.markedAt = end
+        }
+        writer.size = end
         writer.notice = nil
         writer.written += 1
         if durable { try sync(log, &writer) }
@@ -289,10 +296,20 @@ public final class EventLog: Sendable {
             }
         }
         if !writer.trusted || size != writer.size {
-            // What this instance has read of this file before is not read again.
-            let known = !reopened && size >= writer.size
-            var chain = SeqChain(after: known ? writer.lastSeq : try rotatedChain().live)
-            let walk = try walk(log, from: known ? writer.size : 0, &chain)
+            // The walk starts where the chain of valid seqs is known: after what this instance read or wrote of the
+            // file, else at the mark the last append left, else at the top.
+            let start: (offset: Int64, after: UInt64)
+            if !reopened && size >= writer.size {
+                start = (writer.size, writer.lastSeq)
+            } else if let mark = readMark(&writer, log: log, size: size) {
+                start = mark
+                writer.markedAt = mark.offset
+            } else {
+                start = (0, try rotatedChain().live)
+                writer.markedAt = 0
+            }
+            var chain = SeqChain(after: start.after)
+            let walk = try walk(log, from: start.offset, &chain)
             writer.lastSeq = max(writer.lastSeq, chain.last)
             if let crafted = walk.invalidLast {
                 try setAside(&writer, because: "its last record's seq \(crafted) does not follow \(chain.last)")
@@ -352,6 +369,46 @@ public final class EventLog: Sendable {
         ])
     }
 
+    /// How far the log grows past the last mark before an append leaves a new one: what an instance new to the log
+    /// reads at most (with the batches of the appends meanwhile).
+    static let markSpacing: Int64 = 64 << 10
+
+    /// Leaves in `events.lock` where the chain of valid seqs stands after an append: the log's inode, the start and
+    /// end of its last line, and that line's seq. An instance new to the log reads on from there, not from the top.
+    private func leaveMark(_ writer: inout Writer, lastLine: Int64, end: Int64) {
+        guard let lock = writer.lock?.rawValue else { return }
+        var bytes: [UInt8] = []
+        for word in [writer.inode, UInt64(lastLine), UInt64(end), writer.lastSeq] {
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: word >> shift)) }
+        }
+        do {
+            _ = try system_pwrite(lock, bytes, at: 0)
+        } catch {
+            // Nothing is lost: the next instance new to the log reads it from further back.
+        }
+    }
+
+    /// The mark `leaveMark` left, when it holds for `log` as it is (its file, its size, the line it names): where the
+    /// walk starts and the seq it follows.
+    private func readMark(_ writer: inout Writer, log: CInt, size: Int64) -> (offset: Int64, after: UInt64)? {
+        guard let lock = writer.lock?.rawValue else { return nil }
+        do {
+            let bytes = try readRange(lock, from: 0, count: 32)
+            guard bytes.count == 32 else { return nil }
+            let word = { (index: Int) in
+                bytes[(index * 8)..<(index * 8 + 8)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            }
+            let (inode, lastLine, end, seq) = (word(0), word(1), word(2), word(3))
+            guard inode == writer.inode, lastLine < end, end <= UInt64(size), seq <= Self.maxSeq else { return nil }
+            let head = try readRange(log, from: Int64(lastLine), count: Int(min(32, end - lastLine)))
+            let newline = try readRange(log, from: Int64(end) - 1, count: 1)
+            guard EventEncoding.leadingSeq(head) == seq, newline == [UInt8(ascii: "\n")] else { return nil }
+            return (Int64(end), seq)
+        } catch {
+            return nil  // unreadable: the walk starts at the top
+        }
+    }
+
     /// Reads the log's lines from `offset` (the start of a line) to its end through `chain`, and cuts a last line
     /// that has no newline (a write torn by a crash); returns where the lines end, and the last record's seq when it
     /// is not valid.
@@ -404,6 +461,8 @@ private struct Writer: ~Copyable {
     var size: Int64 = 0
     /// The last seq written, by anyone, as far as this instance knows.
     var lastSeq: UInt64 = 0
+    /// Where the last mark (`leaveMark`) this instance left or read stands in `log`.
+    var markedAt: Int64 = 0
     /// Whether `size` and `lastSeq` were read under the lock and only this instance has written since.
     var trusted = false
     /// Whether the folder was fsynced since `log` was opened, so that its name is durable too.
@@ -467,8 +526,9 @@ extension EventLog {
 
     /// The rotated files, oldest first, each with the seq its first record follows, and the seq the live file's
     /// first record follows: the names are a chain of seqs too (`SeqChain`), so a crafted name sets nothing.
-    func rotatedChain() throws(ContainerError) -> (files: [(after: UInt64, lastSeq: UInt64, name: String)], live: UInt64)
-    {
+    func rotatedChain() throws(ContainerError) -> (
+        files: [(after: UInt64, lastSeq: UInt64, name: String)], live: UInt64
+    ) {
         var chain = SeqChain(after: 0)
         let files = try rotatedFiles().map { file in
             let after = chain.last
