@@ -7,7 +7,8 @@ import Synchronization
 /// Appends from any thread or process take an exclusive `flock` on `events.lock` (a file that rotation never
 /// replaces), give each record the next `seq`, and write a whole batch with one `write(2)` in append mode.
 /// When the log grows past `maxBytes` it is renamed to `events.<last seq, 20 digits>.jsonl`; the newest
-/// `keepRotated` of those are kept.
+/// `keepRotated` of those are kept. Seq never goes back: which seqs count is `SeqChain`'s rule, and a log whose last
+/// record's seq does not count is set aside, the next going on after its highest valid seq.
 public final class EventLog: Sendable {
     /// The folder that holds the log and its lock.
     public let directory: String
