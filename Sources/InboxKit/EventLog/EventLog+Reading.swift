@@ -76,6 +76,8 @@ private struct LogReader: ~Copyable {
     let log: EventLog
     /// The seq of the last record read, matching or not: nothing at or below it is delivered again.
     var cursor: UInt64
+    /// Which seqs of the file being read are valid (`SeqChain`); a record whose seq is not is skipped.
+    var chain = SeqChain(after: 0)
     let kinds: Set<String>
     /// The live `events.jsonl` being read, nil before the first poll and after it is rotated away.
     var current: FileDescriptor?
@@ -120,7 +122,8 @@ private struct LogReader: ~Copyable {
         } catch {
             throw error.failure("read the event log", log.logPath)
         }
-        for rotated in try log.rotatedFiles() where rotated.lastSeq > cursor {
+        let rotation = try log.rotatedChain()
+        for rotated in rotation.files where rotated.lastSeq > cursor {
             let path = log.directory + "/" + rotated.name
             let file: FileDescriptor
             do {
@@ -130,9 +133,11 @@ private struct LogReader: ~Copyable {
             } catch {
                 throw error.failure("read the event log", path)
             }
+            chain = SeqChain(after: rotated.after)
             let read = try readLines(file.rawValue, from: 0, path: path) { line in deliver(line, body) }
             if read.stopped { return false }
         }
+        chain = SeqChain(after: rotation.live)
         return true
     }
 
@@ -154,21 +159,22 @@ private struct LogReader: ~Copyable {
         }
     }
 
-    /// Passes a line's record to `body` when it is past the cursor and of a wanted kind; false to stop.
+    /// Passes a line's record to `body` when its seq is valid, past the cursor, and of a wanted kind; false to stop.
     private mutating func deliver(_ line: ArraySlice<UInt8>, _ body: (EventRecord) -> Bool) -> Bool {
-        if let seq = EventEncoding.leadingSeq(line), seq <= cursor { return true }
-        guard let record = EventLog.parseRecord(line), record.seq > cursor else { return true }
-        cursor = record.seq
+        guard let seq = EventLog.seq(ofLine: line), chain.accept(seq), seq > cursor,
+            let record = EventLog.parseRecord(line)
+        else { return true }
+        cursor = seq
         guard kinds.isEmpty || kinds.contains(record.event) else { return true }
         return body(record)
     }
 }
 
 /// Calls `line` with each complete line of `fd` from `offset` to its end, without the newline; returns the
-/// offset just past the last line passed, and whether `line` asked to stop.
-private func readLines(
+/// offset just past the last line passed, whether `line` asked to stop, and the file's size when it began.
+func readLines(
     _ fd: CInt, from offset: Int64, path: String, _ line: (ArraySlice<UInt8>) -> Bool
-) throws(ContainerError) -> (offset: Int64, stopped: Bool) {
+) throws(ContainerError) -> (offset: Int64, stopped: Bool, size: Int64) {
     let newline = UInt8(ascii: "\n")
     var consumed = offset
     var position = offset
@@ -195,11 +201,11 @@ private func readLines(
             let text = pending[start..<end]
             start = end + 1
             consumed += Int64(text.count + 1)
-            if !text.isEmpty && !line(text) { return (consumed, true) }
+            if !text.isEmpty && !line(text) { return (consumed, true, size) }
         }
         pending.removeSubrange(..<start)
     }
-    return (consumed, false)
+    return (consumed, false, size)
 }
 
 extension EventRecord {

@@ -7,7 +7,8 @@ import Synchronization
 /// Appends from any thread or process take an exclusive `flock` on `events.lock` (a file that rotation never
 /// replaces), give each record the next `seq`, and write a whole batch with one `write(2)` in append mode.
 /// When the log grows past `maxBytes` it is renamed to `events.<last seq, 20 digits>.jsonl`; the newest
-/// `keepRotated` of those are kept.
+/// `keepRotated` of those are kept. Seq never goes back: which seqs count is `SeqChain`'s rule, and a log whose last
+/// record's seq does not count is set aside, the next going on after its highest valid seq.
 public final class EventLog: Sendable {
     /// The folder that holds the log and its lock.
     public let directory: String
@@ -118,14 +119,17 @@ public final class EventLog: Sendable {
 
     /// Makes the next seq follow `floor` when the log's own last seq is lower (the log was truncated, replaced or
     /// set aside since `floor` was read from it), and logs an `error` record saying so: seq never goes back, so a
-    /// watcher's checkpoint never hides records written after it.
-    func continueSeq(after floor: UInt64, because reason: String) throws(ContainerError) {
-        guard floor <= Self.maxSeq else { return }
-        try writer.withLock { writer throws(ContainerError) in
+    /// watcher's checkpoint never hides records written after it. False, and nothing done, when `floor` is no seq
+    /// this log could have reached (past `maxSeq`, or more than `SeqChain.maxGap` past its last seq: crafted).
+    @discardableResult
+    func continueSeq(after floor: UInt64, because reason: String) throws(ContainerError) -> Bool {
+        guard floor < Self.maxSeq else { return false }
+        return try writer.withLock { writer throws(ContainerError) -> Bool in
             let lock = try takeFileLock(&writer)
             defer { try? system_flock(lock, LOCK_UN) }
             _ = try prepareLog(&writer)
-            guard writer.lastSeq < floor else { return }
+            guard writer.lastSeq < floor else { return true }
+            guard floor - writer.lastSeq < SeqChain.maxGap else { return false }
             let record = EncodedEvents([
                 Event(
                     .error,
@@ -136,6 +140,7 @@ public final class EventLog: Sendable {
             ])
             writer.lastSeq = floor
             _ = try writeRecords(record.bytes, ends: record.ends, durable: true, &writer)
+            return true
         }
     }
 
@@ -160,6 +165,9 @@ public final class EventLog: Sendable {
         var buffer: [UInt8] = []
         buffer.reserveCapacity(bodies.count + ends.count * 64)
         var seq = writer.lastSeq
+        guard seq + UInt64(ends.count) + (writer.notice == nil ? 0 : 1) <= Self.maxSeq else {
+            throw ContainerError(.badData, "the event log's seq is at the end of its count (\(Self.maxSeq))")
+        }
         if let notice = writer.notice {
             seq += 1
             EventEncoding.appendHead(seq: seq, time: time, to: &buffer)
@@ -167,7 +175,9 @@ public final class EventLog: Sendable {
         }
         let first = seq + 1
         var start = 0
+        var lastLine = 0
         for (index, end) in ends.enumerated() {
+            lastLine = buffer.count
             EventEncoding.appendHead(seq: first + UInt64(index), time: time, to: &buffer)
             buffer.append(contentsOf: bodies[start..<end])
             start = end
@@ -180,7 +190,12 @@ public final class EventLog: Sendable {
             throw error.failure("append to the event log", logPath)
         }
         writer.lastSeq = first + UInt64(ends.count) - 1
-        writer.size += Int64(buffer.count)
+        let end = writer.size + Int64(buffer.count)
+        if end - writer.markedAt > Self.markSpacing {
+            leaveMark(&writer, lastLine: writer.size + Int64(lastLine), end: end)
+            writer.markedAt = end
+        }
+        writer.size = end
         writer.notice = nil
         writer.written += 1
         if durable { try sync(log, &writer) }
@@ -257,6 +272,7 @@ public final class EventLog: Sendable {
         }
         let log: CInt
         let size: Int64
+        var reopened = false
         if let open = writer.log?.rawValue, let named, named.inode == writer.inode {
             // The name still holds the file open: its status is that file's, size included.
             log = open
@@ -267,6 +283,7 @@ public final class EventLog: Sendable {
             writer.log = nil
             writer.trusted = false
             writer.folderSynced = false
+            reopened = true
             guard let file = try openLogFile(inode: &writer.inode) else {
                 try setAside(&writer, because: "it is not a regular file")
                 return try prepareLog(&writer)
@@ -280,16 +297,26 @@ public final class EventLog: Sendable {
             }
         }
         if !writer.trusted || size != writer.size {
-            let tail = try readTail(log, size: size)
-            if let last = tail.lastSeq, last > Self.maxSeq {
-                try setAside(&writer, because: "its last record's seq \(last) is past any real count")
+            // The walk starts where the chain of valid seqs is known: after what this instance read or wrote of the
+            // file, else at the mark the last append left, else at the top.
+            let start: (offset: Int64, after: UInt64)
+            if !reopened && size >= writer.size {
+                start = (writer.size, writer.lastSeq)
+            } else if let mark = readMark(&writer, log: log, size: size) {
+                start = mark
+                writer.markedAt = mark.offset
+            } else {
+                start = (0, try rotatedChain().live)
+                writer.markedAt = 0
+            }
+            var chain = SeqChain(after: start.after)
+            let walk = try walk(log, from: start.offset, &chain)
+            writer.lastSeq = max(writer.lastSeq, chain.last)
+            if let crafted = walk.invalidLast {
+                try setAside(&writer, because: "its last record's seq \(crafted) does not follow \(chain.last)")
                 return try prepareLog(&writer)
             }
-            writer.size = tail.end
-            // An empty log continues from the newest rotated file; seq never goes back within this instance.
-            var last = tail.lastSeq
-            if last == nil { last = try rotatedFiles().last(where: { $0.lastSeq <= Self.maxSeq })?.lastSeq }
-            writer.lastSeq = max(writer.lastSeq, last ?? 0)
+            writer.size = walk.end
             writer.trusted = true
         }
         return log
@@ -312,13 +339,13 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// The highest seq a log may hold: past it (2^53, the largest whole number every JSON reader keeps exact)
-    /// a record can only be crafted or damaged, and counting on would overflow.
-    static let maxSeq: UInt64 = 1 << 53
+    /// The highest seq a log may hold (2^53−1, the largest whole number every JSON reader keeps exact): past it a
+    /// record can only be crafted or damaged.
+    static let maxSeq: UInt64 = (1 << 53) - 1
 
     /// Under the lock: renames a damaged `events.jsonl` aside (`events.jsonl.damaged-<time>`, which no reader
-    /// reads) and notes the `error` record that opens the new one. The next start of a watcher makes its seq
-    /// follow the checkpoint's again (`continueSeq`).
+    /// reads) and notes the `error` record that opens the new one, which goes on after `writer.lastSeq` (the highest
+    /// valid seq the damaged log held, or any this instance knew past it).
     private func setAside(_ writer: inout Writer, because reason: String) throws(ContainerError) {
         let stamp = FileName("\(Self.logName).damaged-\(Timestamp.now().seconds)").unsafelyUnwrapped
         let aside: FileName
@@ -343,56 +370,65 @@ public final class EventLog: Sendable {
         ])
     }
 
-    /// Cuts a last line that has no newline (a write torn by a crash) and finds the seq of the last
-    /// complete record, reading backwards from the end in growing windows.
-    private func readTail(_ log: CInt, size: Int64) throws(ContainerError) -> (end: Int64, lastSeq: UInt64?) {
-        let newline = UInt8(ascii: "\n")
-        var end = size
-        var window: Int64 = 64 << 10
-        var repaired = false
-        while true {
-            let start = max(0, end - window)
-            var bytes: [UInt8]
-            do {
-                bytes = try readRange(log, from: start, count: Int(end - start))
-            } catch {
-                throw error.failure("read the event log", logPath)
-            }
-            if !repaired, let last = bytes.last, last != newline {
-                if let cut = bytes.lastIndex(of: newline) {
-                    bytes.removeSubrange((cut + 1)...)
-                } else if start > 0 {
-                    window *= 2
-                    continue
-                } else {
-                    bytes = []
-                }
-                end = start + Int64(bytes.count)
-                do {
-                    try system_ftruncate(log, end)
-                } catch {
-                    throw error.failure("repair the torn last line of the event log", logPath)
-                }
-            }
-            repaired = true
-            // `bytes` is empty or ends in a newline. Walk its lines from the last; the first line of the
-            // window is whole only when the window starts the file.
-            var lineEnd = bytes.count - 1
-            while lineEnd >= 0 {
-                let lineStart: Int
-                if let previous = bytes[..<lineEnd].lastIndex(of: newline) {
-                    lineStart = previous + 1
-                } else if start == 0 {
-                    lineStart = 0
-                } else {
-                    break
-                }
-                if let seq = Self.seq(ofLine: bytes[lineStart..<lineEnd]) { return (end, seq) }
-                lineEnd = lineStart - 1
-            }
-            if start == 0 { return (end, nil) }
-            window *= 2
+    /// How far the log grows past the last mark before an append leaves a new one: what an instance new to the log
+    /// reads at most (with the batches of the appends meanwhile).
+    static let markSpacing: Int64 = 64 << 10
+
+    /// Leaves in `events.lock` where the chain of valid seqs stands after an append: the log's inode, the start and
+    /// end of its last line, and that line's seq. An instance new to the log reads on from there, not from the top.
+    private func leaveMark(_ writer: inout Writer, lastLine: Int64, end: Int64) {
+        guard let lock = writer.lock?.rawValue else { return }
+        var bytes: [UInt8] = []
+        for word in [writer.inode, UInt64(lastLine), UInt64(end), writer.lastSeq] {
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: word >> shift)) }
         }
+        do {
+            _ = try system_pwrite(lock, bytes, at: 0)
+        } catch {
+            // Nothing is lost: the next instance new to the log reads it from further back.
+        }
+    }
+
+    /// The mark `leaveMark` left, when it holds for `log` as it is (its file, its size, the line it names): where the
+    /// walk starts and the seq it follows.
+    private func readMark(_ writer: inout Writer, log: CInt, size: Int64) -> (offset: Int64, after: UInt64)? {
+        guard let lock = writer.lock?.rawValue else { return nil }
+        do {
+            let bytes = try readRange(lock, from: 0, count: 32)
+            guard bytes.count == 32 else { return nil }
+            let word = { (index: Int) in
+                bytes[(index * 8)..<(index * 8 + 8)].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            }
+            let (inode, lastLine, end, seq) = (word(0), word(1), word(2), word(3))
+            guard inode == writer.inode, lastLine < end, end <= UInt64(size), seq <= Self.maxSeq else { return nil }
+            let head = try readRange(log, from: Int64(lastLine), count: Int(min(32, end - lastLine)))
+            let newline = try readRange(log, from: Int64(end) - 1, count: 1)
+            guard EventEncoding.leadingSeq(head) == seq, newline == [UInt8(ascii: "\n")] else { return nil }
+            return (Int64(end), seq)
+        } catch {
+            return nil  // unreadable: the walk starts at the top
+        }
+    }
+
+    /// Reads the log's lines from `offset` (the start of a line) to its end through `chain`, and cuts a last line
+    /// that has no newline (a write torn by a crash); returns where the lines end, and the last record's seq when it
+    /// is not valid.
+    private func walk(_ log: CInt, from offset: Int64, _ chain: inout SeqChain) throws(ContainerError)
+        -> (end: Int64, invalidLast: UInt64?)
+    {
+        var invalidLast: UInt64?
+        let read = try readLines(log, from: offset, path: logPath) { line in
+            if let seq = Self.seq(ofLine: line) { invalidLast = chain.accept(seq) ? nil : seq }
+            return true
+        }
+        if read.size > read.offset {
+            do {
+                try system_ftruncate(log, read.offset)
+            } catch {
+                throw error.failure("repair the torn last line of the event log", logPath)
+            }
+        }
+        return (read.offset, invalidLast)
     }
 
     /// Renames the full log to `events.<lastSeq>.jsonl` and deletes the oldest rotated files beyond
@@ -426,6 +462,8 @@ private struct Writer: ~Copyable {
     var size: Int64 = 0
     /// The last seq written, by anyone, as far as this instance knows.
     var lastSeq: UInt64 = 0
+    /// Where the last mark (`leaveMark`) this instance left or read stands in `log`.
+    var markedAt: Int64 = 0
     /// Whether `size` and `lastSeq` were read under the lock and only this instance has written since.
     var trusted = false
     /// Whether the folder was fsynced since `log` was opened, so that its name is durable too.
@@ -485,6 +523,20 @@ extension EventLog {
             throw error.failure("list the event log folder", directory)
         }
         return names.compactMap { name in Self.rotatedSeq(name).map { ($0, name.string) } }.sorted { $0.0 < $1.0 }
+    }
+
+    /// The rotated files, oldest first, each with the seq its first record follows, and the seq the live file's
+    /// first record follows: the names are a chain of seqs too (`SeqChain`), so a crafted name sets nothing.
+    func rotatedChain() throws(ContainerError) -> (
+        files: [(after: UInt64, lastSeq: UInt64, name: String)], live: UInt64
+    ) {
+        var chain = SeqChain(after: 0)
+        let files = try rotatedFiles().map { file in
+            let after = chain.last
+            _ = chain.accept(file.lastSeq)
+            return (after, file.lastSeq, file.name)
+        }
+        return (files, chain.last)
     }
 
     /// The seq of a line: read from this log's own layout, else from the parsed JSON; nil for a broken line.

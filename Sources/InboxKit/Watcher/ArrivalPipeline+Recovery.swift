@@ -24,16 +24,15 @@ extension ArrivalPipeline {
         try commit(putBack, durable: false)
         var ledger = ArrivalLedger()
         var since = ledger.loadCheckpoint(checkpointPath)
-        if since > EventLog.maxSeq {
-            // Crafted or damaged: set aside, and the whole log read instead.
+        // A log truncated or replaced since the checkpoint goes on after it, so that nothing logged from now on
+        // hides behind the checkpoint's seq. A checkpoint no log could have reached (crafted or damaged) is set
+        // aside, and the whole log read instead.
+        if !(try inbox.log.continueSeq(after: since, because: "the event log is behind the watcher's checkpoint")) {
             try setAsideCheckpoint(because: "its seq \(since) is past any real count")
             ledger = ArrivalLedger()
             since = 0
         }
         lastSeq = since
-        // A log truncated or replaced since the checkpoint goes on after it, so that nothing logged from now on
-        // hides behind the checkpoint's seq.
-        try inbox.log.continueSeq(after: since, because: "the event log is behind the watcher's checkpoint")
         for record in try inbox.log.records(since: since) {
             lastSeq = max(lastSeq, record.seq)
             ledger.replay(record)
