@@ -89,6 +89,9 @@ import Testing
         #expect(try complete(script, ["--container", container, "move", "notes.txt", "p"], in: here) == ["photos"])
         #expect(try complete(script, ["--container", container, "move", "."], in: here) == [])
         #expect(try complete(script, ["move", "no"], environment: ["INBOX_CONTAINER": container]) == ["notes.txt"])
+        #expect(
+            try complete(script, ["--container", "~/container", "move", "no"], environment: ["HOME": folder.path])
+                == ["notes.txt"])
         let data = folder.path + "/data"
         try inboxWithNames(in: folder, at: data + "/inbox/default")
         #expect(
@@ -203,6 +206,8 @@ import Testing
         #expect(try complete("inbox --container \(container) move notes.txt p") == ["photos"])
         #expect(try complete("inbox --container \(container) move .inb") == [])
         #expect(try complete("inbox move no", environment: ["INBOX_CONTAINER": container]) == ["notes.txt"])
+        #expect(
+            try complete("inbox --container ~/container move no", environment: ["HOME": folder.path]) == ["notes.txt"])
         #expect(try complete("inbox --container \(container) mo") == ["move"])
         #expect(try complete("inbox watch --on-arrival ").sorted() == ["keep", "move"])
         #expect(try complete("inbox watch --jobs ") == [])

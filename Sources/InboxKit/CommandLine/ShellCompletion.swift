@@ -262,6 +262,7 @@ public enum ShellCompletion {
             "    for i in (seq 2 (math (count $words) - 1))",
             "        test \"$words[$i]\" = --container; and set container $words[(math $i + 1)]",
             "    end",
+            "    set container (string replace -r -- '^~(?=/|$)' $HOME $container)",
             "    set -l paths $container/Documents/Inbox/*",
             "    string replace -r '^.*/' '' -- $paths",
             "end",
