@@ -252,7 +252,7 @@ public enum ShellCompletion {
             "end",
             "",
             "# The names in the Inbox of the container inbox would use (the last --container DIR on the line, else",
-            "# $INBOX_CONTAINER, else the default), not the hidden staging names.",
+            "# $INBOX_CONTAINER, else the default), not the hidden staging names: fish's * matches no leading dot.",
             "function __inbox_names",
             "    set -l data $XDG_DATA_HOME",
             "    test -n \"$data\"; or set data $HOME/.local/share",
