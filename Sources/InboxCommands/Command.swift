@@ -11,8 +11,10 @@ protocol Command {
     /// Help lines for the options, as (option, what it does).
     static var options: [(String, String)] { get }
     static var spec: Arguments.Spec { get }
-    /// The words a positional argument is one of, for completion; empty when it is a file.
-    static var words: [String] { get }
+    /// What completes its positional arguments (`GeneratedDocs.swift`).
+    static var positionalCompletion: ArgumentCompletion { get }
+    /// What completes the value of each option in `spec.valued`, every one named (`GeneratedDocs.swift`).
+    static var valueCompletions: [String: ArgumentCompletion] { get }
     /// Runs the command; the container path is the resolved `--container`/environment/default.
     static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError)
     /// The container when `--container` is not given.

@@ -4,17 +4,62 @@ import InboxKit
 extension Command {
     /// What the generated completions and man page know of this command (ARCHITECTURE.md, "The command line").
     static var definition: CommandDescription {
-        CommandDescription(
+        let valued = spec.valued.sorted().map { option in
+            guard let completion = valueCompletions[option] else {
+                // The completion tests run every script: a new option with no completion named fails them.
+                preconditionFailure("inbox \(name): what completes '\(option)'? Name it in GeneratedDocs.swift")
+            }
+            return (option, completion)
+        }
+        return CommandDescription(
             name: name, abstract: abstract, usage: usage, options: options, flags: spec.flags.sorted(),
-            valued: spec.valued.sorted(), words: words)
+            valued: valued, positionals: positionalCompletion)
     }
 
-    static var words: [String] { [] }
+    /// Files, for a command that takes positional arguments.
+    static var positionalCompletion: ArgumentCompletion { spec.positionals.upperBound > 0 ? .files : .nothing }
+    static var valueCompletions: [String: ArgumentCompletion] { [:] }
 }
 
-extension ListCommand { static var words: [String] { ["inbox", "documents"] } }
-extension HelpCommand { static var words: [String] { commands.map { $0.name } } }
-extension CompletionsCommand { static var words: [String] { ShellCompletion.shells } }
+// What completes each command's positionals (files unless said here) and each option's value.
+
+extension InitCommand {
+    static var valueCompletions: [String: ArgumentCompletion] { ["--app": .nothing, "--bundle": .folders] }
+}
+extension DeliverCommand { static var valueCompletions: [String: ArgumentCompletion] { ["--as": .nothing] } }
+extension MoveCommand { static var positionalCompletion: ArgumentCompletion { .inboxNames } }
+extension ListCommand { static var positionalCompletion: ArgumentCompletion { .words(["inbox", "documents"]) } }
+extension LogCommand {
+    static var valueCompletions: [String: ArgumentCompletion] {
+        [
+            "-n": .nothing, "--since": .nothing, "--until": .nothing, "--path": .nothing,
+            "--event": .words(EventKind.allCases.map(\.rawValue)),
+        ]
+    }
+}
+extension WatchCommand {
+    static var valueCompletions: [String: ArgumentCompletion] {
+        [
+            "--root": .folders, "--on-arrival": .words([Disposition.keep, .move].map(\.rawValue)), "--exec": .command,
+            "--hook-timeout": .nothing, "--jobs": .nothing, "--format": .nothing,
+        ]
+    }
+}
+extension DemoCommand { static var valueCompletions: [String: ArgumentCompletion] { ["--samples": .folders] } }
+extension CleanCommand {
+    static var valueCompletions: [String: ArgumentCompletion] {
+        [
+            "--inbox-max-age": .nothing, "--inbox-max-bytes": .nothing, "--tmp-max-age": .nothing,
+            "--caches-max-bytes": .nothing,
+        ]
+    }
+}
+extension BackupCommand { static var valueCompletions: [String: ArgumentCompletion] { ["--to": .files] } }
+extension ImportCommand { static var valueCompletions: [String: ArgumentCompletion] { ["--max-bytes": .nothing] } }
+extension HelpCommand { static var positionalCompletion: ArgumentCompletion { .words(commands.map { $0.name }) } }
+extension CompletionsCommand {
+    static var positionalCompletion: ArgumentCompletion { .words(ShellCompletion.shells) }
+}
 
 struct CompletionsCommand: Command {
     static let name = "completions"

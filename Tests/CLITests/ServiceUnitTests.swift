@@ -56,7 +56,10 @@ import Testing
         try units.map { unit in
             let text = try String(contentsOfFile: repository + "/systemd/" + unit, encoding: .utf8)
             if unit.hasSuffix(".service") {
-                #expect(text.contains("ExecStart=/usr/local/bin/inbox "), "\(unit): the path make install rewrites")
+                let starts = text.split(separator: "\n").filter { $0.hasPrefix("ExecStart=") }
+                #expect(
+                    !starts.isEmpty && starts.allSatisfy { $0.contains("/usr/local/bin/inbox ") },
+                    "\(unit): the path make install rewrites")
             }
             let copy = folder + "/" + (unit.split(separator: "/").last.map(String.init) ?? unit)
             try text.replacingOccurrences(of: "/usr/local/bin/inbox", with: InboxProcess.binary)
@@ -178,6 +181,69 @@ import Testing
         "statfs", "statx", "symlinkat", "syncfs", "unlinkat", "unshare", "utimensat", "vfork", "wait4", "waitid",
         "write",
     ]
+
+    /// A command line of a unit as systemd runs it: its prefixes (`+`, `-`, …) dropped, split into words at spaces
+    /// outside quotes, each `$$` made `$`. A lone `$`, a variable systemd would expand from the unit's own
+    /// settings, fails the test: the shell is to read the environment.
+    static func commandLine(_ value: String) -> [String] {
+        let line = value.drop { "+-@:!".contains($0) }
+        #expect(!line.replacingOccurrences(of: "$$", with: "").contains("$"), "systemd expands a variable: \(value)")
+        var words: [String] = []
+        var word: String?
+        var quote: Character?
+        for character in line {
+            if let open = quote {
+                if character == open { quote = nil } else { word?.append(character) }
+            } else if character == "'" || character == "\"" {
+                quote = character
+                word = word ?? ""
+            } else if character == " " {
+                if let done = word { words.append(done) }
+                word = nil
+            } else {
+                word = (word ?? "") + String(character)
+            }
+        }
+        if let done = word { words.append(done) }
+        return words.map { $0.replacingOccurrences(of: "$$", with: "$") }
+    }
+
+    /// `inbox-watch-all.service` serves the folder of the default container `inbox init` makes, whether
+    /// `$XDG_DATA_HOME` is set or not: its ExecStartPre and ExecStart, run as systemd runs them, make and watch
+    /// `$XDG_DATA_HOME/inbox`, else `$HOME/.local/share/inbox`. The watcher is the process the unit started
+    /// (`exec`), so the unit's SIGTERM stops it.
+    @Test func theAllContainersUnitServesTheDataHomeOfTheCommandLine() throws {
+        let unit = "user/inbox-watch-all.service"
+        let make = Self.commandLine(try #require(try Self.values("ExecStartPre", in: unit).first))
+        let serve = Self.commandLine(try #require(try Self.values("ExecStart", in: unit).first))
+        // Shell command lines, or nothing else is run.
+        try #require(make.first == "/bin/sh" && serve.first == "/bin/sh", "\(make) \(serve)")
+        let folder = try TemporaryFolder()
+        let file = try folder.file("arrival.pdf", "%PDF-1.4 an arrival")
+        for dataHome in [folder.path + "/data", ""] {
+            let environment = ["HOME": folder.path + "/home", "XDG_DATA_HOME": dataHome]
+            let root = (dataHome.isEmpty ? folder.path + "/home/.local/share" : dataHome) + "/inbox"
+            let (made, output) = try runMerged(make[0], Array(make.dropFirst()), environment: environment)
+            #expect(made == 0, "\(output)")
+            var isFolder: ObjCBool = false
+            #expect(
+                FileManager.default.fileExists(atPath: root, isDirectory: &isFolder) && isFolder.boolValue, "\(root)")
+            let initialized = try InboxProcess.run([Array("init".utf8)], environment: environment)
+            #expect(initialized.lines == [root + "/default"], "\(initialized.stderr)")
+
+            let arguments = serve.dropFirst().map {
+                Array($0.replacingOccurrences(of: "/usr/local/bin/inbox", with: InboxProcess.binary).utf8)
+            }
+            let watcher = try InboxProcess.start(arguments, environment: environment, executable: serve[0])
+            let delivered = try InboxProcess.run(["deliver", file].map { Array($0.utf8) }, environment: environment)
+            #expect(delivered.status == 0, "\(delivered.stderr)")
+            #expect(
+                waitUntil { logRecords(root + "/default", event: "arrived").count == 1 }, "the watcher served \(root)")
+            let program = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(watcher.pid)/exe")
+            #expect(program == URL(fileURLWithPath: InboxProcess.binary).resolvingSymlinksInPath().path)
+            #expect(watcher.terminate() == 0)
+        }
+    }
 
     /// A call outside the filter fails with EPERM: Landlock's would leave hooks unsandboxed, without a word.
     @Test func everyServiceAllowsTheCallsTheWatcherAndItsHooksMake() throws {

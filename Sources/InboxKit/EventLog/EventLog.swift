@@ -22,9 +22,15 @@ public final class EventLog: Sendable {
 
     static let logName = "events.jsonl"
     static let lockName = "events.lock"
+    /// The default of `maxBytes`, 16 MiB (the man page states it).
+    public static let defaultMaxBytes = 16 << 20
+    /// The default of `keepRotated`.
+    public static let defaultKeepRotated = 20
 
     /// Opens the log in `directory`, which must exist; the files are created on the first append.
-    public init(directory: String, maxBytes: Int = 16 << 20, keepRotated: Int = 20) throws(ContainerError) {
+    public init(
+        directory: String, maxBytes: Int = EventLog.defaultMaxBytes, keepRotated: Int = EventLog.defaultKeepRotated
+    ) throws(ContainerError) {
         self.directory = directory
         self.maxBytes = max(1, maxBytes)
         self.keepRotated = max(0, keepRotated)
