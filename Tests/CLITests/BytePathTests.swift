@@ -41,6 +41,9 @@ import Testing
         #expect(made.stdout == exact + [0x0A], "init prints the exact root")
         #expect(exists(exact + bytes("/Library/Application Support/inbox")))
         #expect(!exists(sibling), "nothing is made under the U+FFFD spelling")
+        // On a terminal the root is one line, its bytes escaped as `ls` escapes a name.
+        let shown = try InboxProcess.run([bytes("--container"), exact, bytes("init")], terminalColumns: 80)
+        #expect(shown.stdoutText == folder.path + "/box\\xff\\xfe\r\n", "\(shown.stdoutText.debugDescription)")
 
         // A sibling under the U+FFFD spelling is another container: nothing done to one reaches the other.
         #expect(try run([bytes("--container"), sibling, bytes("init")]).status == 0)
