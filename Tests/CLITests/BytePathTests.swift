@@ -71,7 +71,7 @@ import Testing
         #expect(exists(document) && !exists(item))
     }
 
-    @Test func inboxContainerFromTheEnvironmentIsReadAsBytes() throws {
+    @Test func inboxContainerAndXDGDataHomeFromTheEnvironmentAreReadAsBytes() throws {
         let folder = try TemporaryFolder()
         let exact = bytes(folder.path + "/") + Self.oddName
         #expect(try run([bytes("--container"), exact, bytes("init")]).status == 0)
@@ -84,6 +84,13 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(exists(exact + bytes("/Documents/Inbox/plain.txt")))
         #expect(!exists(bytes(folder.path + "/") + Self.replacedName))
+
+        // `$XDG_DATA_HOME` too: the default container is `<it>/inbox/default`, exactly.
+        let data = bytes(folder.path + "/data") + [0xFF]
+        let made = try InboxProcess.run(
+            [bytes("XDG_DATA_HOME=") + data, bytes(InboxProcess.binary), bytes("init")], executable: "/usr/bin/env")
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(exists(data + bytes("/inbox/default/Library/Application Support/inbox")))
     }
 
     @Test func aContainerUnderTheRootNamedByBytesThatAreNotUTF8IsServed() throws {
