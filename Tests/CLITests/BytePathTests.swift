@@ -119,18 +119,28 @@ import Testing
         try write(source, "backed up")
         #expect(try run([bytes("--container"), exact, bytes("deliver"), source]).status == 0)
         #expect(try run([bytes("--container"), exact, bytes("move"), Self.oddFile]).status == 0)
+        // An import, from a source named by such bytes, so that the backup snapshots the import index beside the
+        // archive (`VACUUM INTO` a path that is not UTF-8).
+        let mail = bytes(folder.path + "/mail") + [0xFF]
+        try write(mail, ImportIndexDamageTests.message(1))
+        let imported = try run([bytes("--container"), exact, bytes("import"), mail])
+        #expect(imported.status == 0, "\(imported.stderr)")
 
-        let archive = bytes(folder.path + "/") + Self.oddName + bytes(".tar")
+        let out = bytes(folder.path + "/out") + [0xFF]
+        #expect(mkdir(cPath(out), 0o755) == 0)
+        let archive = out + [0x2F] + Self.oddName + bytes(".tar")
         let written = try run([bytes("--container"), exact, bytes("backup"), bytes("--to"), archive])
         #expect(written.status == 0, "\(written.stderr)")
         #expect(written.stdout == archive + [0x0A])
-        #expect(exists(archive) && !exists(bytes(folder.path + "/") + Self.replacedName + bytes(".tar")))
+        #expect(exists(archive) && !exists(bytes(folder.path + "/out\u{FFFD}")))
 
         let fresh = bytes(folder.path + "/fresh") + [0xFF]
         #expect(try run([bytes("--container"), fresh, bytes("init")]).status == 0)
         let restored = try run([bytes("--container"), fresh, bytes("restore"), archive])
         #expect(restored.status == 0, "\(restored.stderr)")
         #expect(exists(fresh + bytes("/Documents/") + Self.oddFile))
+        #expect(exists(fresh + bytes("/Documents/Inbox/m1-0.bin")))
+        #expect(exists(fresh + bytes("/Library/Application Support/inbox/import.sqlite")), "the index was archived")
 
         // exclude-from-backup takes an absolute path inside such a container.
         let excluded = try run([
