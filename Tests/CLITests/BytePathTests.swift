@@ -111,6 +111,31 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
     }
 
+    @Test func aRootAndANamedContainerThatAreNotUTF8AreServedByOneFleet() throws {
+        let folder = try TemporaryFolder()
+        let root = bytes(folder.path + "/apps") + [0xFF]
+        let named = bytes(folder.path + "/named") + [0xFE]
+        let containers = [root + bytes("/a"), named]
+        for container in containers {
+            #expect(try run([bytes("--container"), container, bytes("init")]).status == 0)
+        }
+        let fleet = try InboxProcess.start(
+            [bytes("--container"), named, bytes("watch"), bytes("--root"), root, bytes("--on-arrival"), bytes("move")])
+        defer { _ = fleet.terminate() }
+        for (index, container) in containers.enumerated() {
+            let source = bytes(folder.path + "/") + Self.oddFile + bytes("\(index)")
+            try write(source, "served \(index)")
+            #expect(try run([bytes("--container"), container, bytes("deliver"), source]).status == 0)
+            let moved = waitUntil(timeout: 30) {
+                exists(container + bytes("/Documents/") + Self.oddFile + bytes("\(index)"))
+            }
+            #expect(moved, "the fleet serves \(String(decoding: container, as: UTF8.self))")
+        }
+        kill(fleet.pid, SIGTERM)
+        let result = try fleet.finish()
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
     @Test func backupToAndRestoreFromAPathThatIsNotUTF8() throws {
         let folder = try TemporaryFolder()
         let exact = bytes(folder.path + "/") + Self.oddName
