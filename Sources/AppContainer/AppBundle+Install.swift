@@ -23,8 +23,10 @@ extension AppBundle {
     /// Over an installed bundle: the same tree (by the seal's hashes) is `.alreadyInstalled`; another one is
     /// refused (77); a broken seal fails with 65. Names must be UTF-8 (65): a property list holds text.
     @discardableResult
-    public func install(from source: String) throws(ContainerError) -> InstallOutcome {
-        let sourceFolder = try Self.openSource(source)
+    public func install(from sourcePath: some CStringConvertible) throws(ContainerError) -> InstallOutcome {
+        let sourceBytes = sourcePath.pathBytes
+        let source = String(decoding: sourceBytes, as: UTF8.self)
+        let sourceFolder = try Self.openSource(sourceBytes)
         let state = try container.openFolder([])
         let lock = try Self.lock(container)
         defer { withExtendedLifetime(lock) {} }
@@ -46,7 +48,7 @@ extension AppBundle {
         case .notSealed:
             break
         }
-        try Self.refuseContaining(source, root: container.root)
+        try Self.refuseContaining(sourceBytes, root: container.rootBytes)
         Self.sweepStaging(in: state.rawValue)
         guard let staging = FileName(".inbox-bundle.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") else {
             throw ContainerError(.failure, "cannot name a staging folder")
@@ -121,9 +123,10 @@ extension AppBundle {
         }
     }
 
-    private static func openSource(_ source: String) throws(ContainerError) -> FileDescriptor {
+    private static func openSource(_ sourceBytes: [UInt8]) throws(ContainerError) -> FileDescriptor {
+        let source = String(decoding: sourceBytes, as: UTF8.self)
         do {
-            return try FileDescriptor(source, [.directory])
+            return try FileDescriptor(sourceBytes, [.directory])
         } catch .noSuchFile {
             throw ContainerError(.noSuchItem, "no bundle folder at '\(source)'")
         } catch .notDirectory {
@@ -134,11 +137,12 @@ extension AppBundle {
     }
 
     /// Refuses a source folder that holds the container: the copy would never end.
-    private static func refuseContaining(_ source: String, root: String) throws(ContainerError) {
-        guard let resolved = try? system_realpath(source) else { return }
-        let folder = String(decoding: resolved, as: UTF8.self)
-        if root == folder || root.hasPrefix(folder == "/" ? "/" : folder + "/") {
-            throw ContainerError(.refused, "'\(source)' holds the container '\(root)': it cannot be its bundle")
+    private static func refuseContaining(_ source: [UInt8], root: [UInt8]) throws(ContainerError) {
+        guard let folder = try? system_realpath(source) else { return }
+        if root == folder || root.starts(with: folder == [0x2F] ? [0x2F] : folder + [0x2F]) {
+            let shown = String(decoding: source, as: UTF8.self)
+            let shownRoot = String(decoding: root, as: UTF8.self)
+            throw ContainerError(.refused, "'\(shown)' holds the container '\(shownRoot)': it cannot be its bundle")
         }
     }
 
@@ -158,7 +162,7 @@ extension Container {
     /// Takes an exclusive `flock` on the file `name` in the state folder (made when missing, never through a
     /// symbolic link), waiting for any other holder; it is held until the descriptor closes.
     public func lockStateFile(_ name: String) throws(ContainerError) -> FileDescriptor {
-        let path = stateDirectory + "/" + name
+        let path = statePath(name)
         do {
             let file = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
             try system_flock(file.rawValue, LOCK_EX)

@@ -25,7 +25,7 @@ extension AppBundle {
 
     /// Whether the bundle holds `_CodeSignature/CodeResources`, whatever its state.
     public var isSealed: Bool {
-        guard let root = try? FileDescriptor(path, [.directory, .noFollow]) else { return false }
+        guard let root = try? FileDescriptor(pathBytes, [.directory, .noFollow]) else { return false }
         // A seal that cannot be read now is still a seal.
         if case .missing = try? readSeal(root.rawValue) { return false }
         return true
@@ -44,7 +44,7 @@ extension AppBundle {
     func check() throws(ContainerError) -> (SealReport, Manifest?) {
         let root: FileDescriptor
         do {
-            root = try FileDescriptor(path, [.directory, .noFollow])
+            root = try FileDescriptor(pathBytes, [.directory, .noFollow])
         } catch .noSuchFile {
             return (SealReport(state: .notSealed, resources: 0, problems: []), nil)
         } catch {

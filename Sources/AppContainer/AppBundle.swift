@@ -16,8 +16,11 @@ public struct AppBundle: Sendable {
         self.container = container
     }
 
-    /// The bundle's folder, absolute.
+    /// The bundle's folder, absolute, as text for messages.
     public var path: String { container.path(.bundle) }
+
+    /// The bundle's folder, absolute, exact to the byte.
+    public var pathBytes: [UInt8] { container.pathBytes(.bundle) }
 
     /// The bundle's folder as a file URL.
     public var url: URL { container.url(.bundle) }
@@ -33,7 +36,7 @@ public struct AppBundle: Sendable {
     /// regular file or a folder, with every symbolic link on the way resolved; nil for a missing resource and
     /// for any path that leaves the bundle (`..`, an absolute link, or a link out of it).
     public func url(forResource name: String?, withExtension ext: String?, subdirectory: String? = nil) -> URL? {
-        guard let root = try? FileDescriptor(path, [.directory, .noFollow]) else { return nil }
+        guard let root = try? FileDescriptor(pathBytes, [.directory, .noFollow]) else { return nil }
         var ext = ext ?? ""
         if ext.hasPrefix(".") { ext.removeFirst() }
         let folder = Tree.split(Array((subdirectory ?? "").utf8))

@@ -18,7 +18,7 @@ extension Container {
     /// Documents, without the Inbox folder. Symbolic links are listed as links, never followed.
     public func list(_ place: Place) throws(ContainerError) -> [ListedItem] {
         let folder = try openFolder(place)
-        let base = Array(path(place).utf8) + [0x2F]
+        let base = pathBytes(place) + [0x2F]
         var items: [ListedItem] = []
         do {
             for name in try folder.entries() where !name.isHidden {

@@ -22,7 +22,7 @@ extension Container {
             }
             if let name = FileName(bytes: part) { components.append(name) }
         }
-        let rootComponents = root.split(separator: "/").compactMap { FileName(String($0)) }
+        let rootComponents = rootBytes.split(separator: 0x2F).compactMap { FileName(bytes: $0) }
         guard components.count >= rootComponents.count, components.starts(with: rootComponents) else {
             throw ContainerError(.refused, "'\(shown)' is outside the container '\(root)'")
         }

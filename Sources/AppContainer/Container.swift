@@ -4,36 +4,59 @@ import Glibc
 /// An app container on disk (ARCHITECTURE.md, "Places and rules"): the folder that holds the bundle, Documents, Library
 /// and tmp.
 public struct Container: Sendable {
-    /// The container's folder, absolute and free of symbolic links.
-    public let root: String
+    /// The container's folder, absolute and free of symbolic links, as its exact bytes: the path every system call
+    /// is given (ARCHITECTURE.md, "Paths are bytes").
+    public let rootBytes: [UInt8]
+    /// The root as text, for messages: a byte that is not UTF-8 shows as U+FFFD. Never handed to a system call.
+    public var root: String { String(decoding: rootBytes, as: UTF8.self) }
     /// The app's name: the bundle is `<appName>.app`.
     public let appName: String
 
     /// The service's own state: event log, locks, journal.
     public static let stateRelativePath = "Library/Application Support/inbox"
 
-    /// The container a command uses: `--container`, else `$INBOX_CONTAINER`, else `$XDG_DATA_HOME/inbox/default`.
-    public static func defaultPath(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        if let path = environment["INBOX_CONTAINER"], !path.isEmpty { return path }
-        if let data = environment["XDG_DATA_HOME"], !data.isEmpty { return data + "/inbox/default" }
-        let home = environment["HOME"] ?? FileManager.default.homeDirectoryForCurrentUser.path
-        return home + "/.local/share/inbox/default"
+    /// The container a command uses: `--container`, else `$INBOX_CONTAINER`, else `$XDG_DATA_HOME/inbox/default`,
+    /// else `~/.local/share/inbox/default`; each variable read as its exact bytes.
+    public static func defaultPath(variable: (String) -> [UInt8]? = environmentVariable) -> [UInt8] {
+        if let path = variable("INBOX_CONTAINER"), !path.isEmpty { return path }
+        if let data = variable("XDG_DATA_HOME"), !data.isEmpty { return data + Array("/inbox/default".utf8) }
+        let home = variable("HOME") ?? homeFolder()
+        return home + Array("/.local/share/inbox/default".utf8)
+    }
+
+    /// `defaultPath` from variables given as text.
+    public static func defaultPath(environment: [String: String]) -> String {
+        String(decoding: defaultPath { environment[$0].map { Array($0.utf8) } }, as: UTF8.self)
+    }
+
+    /// The value of an environment variable of this process, as its exact bytes.
+    public static func environmentVariable(_ name: String) -> [UInt8]? {
+        guard let value = getenv(name) else { return nil }
+        return Array(UnsafeRawBufferPointer(start: value, count: strlen(value)))
+    }
+
+    /// The user's home folder from the password database, as its exact bytes.
+    private static func homeFolder() -> [UInt8] {
+        guard let entry = getpwuid(getuid()), let home = entry.pointee.pw_dir else { return Array("/".utf8) }
+        return Array(UnsafeRawBufferPointer(start: home, count: strlen(home)))
     }
 
     /// Opens an existing container; fails with exit status 73 when `path` holds none. A restore cut short is
     /// settled first (`RestoreSwitch`).
-    public static func open(at path: String) throws(ContainerError) -> Container {
-        let root: String
+    public static func open(at path: some CStringConvertible) throws(ContainerError) -> Container {
+        let path = path.pathBytes
+        let shown = String(decoding: path, as: UTF8.self)
+        let root: [UInt8]
         do {
-            root = String(decoding: try system_realpath(path), as: UTF8.self)
+            root = try system_realpath(path)
         } catch {
             throw ContainerError(
-                .cannotCreate, "no container at '\(path)': run 'inbox init' to create one", cause: error)
+                .cannotCreate, "no container at '\(shown)': run 'inbox init' to create one", cause: error)
         }
-        let container = Container(root: root, appName: try findAppName(root: root) ?? "App")
+        let container = Container(rootBytes: root, appName: try findAppName(root: root) ?? "App")
         // The service's state folder marks a container; a missing Inbox is recreated by the watcher.
-        guard (try? fileStatus(in: currentDirectory, container.stateDirectory))?.kind == .directory else {
-            throw ContainerError(.cannotCreate, "'\(path)' is not a container: run 'inbox init' to create one")
+        guard (try? fileStatus(in: currentDirectory, container.stateDirectoryBytes))?.kind == .directory else {
+            throw ContainerError(.cannotCreate, "'\(shown)' is not a container: run 'inbox init' to create one")
         }
         try container.settleInterruptedRestore()
         return container
@@ -41,15 +64,19 @@ public struct Container: Sendable {
 
     /// Creates the layout, or completes it; an existing container is left as it is, but for a restore cut short,
     /// which is settled (`RestoreSwitch`). The root is mode 0700.
-    public static func create(at path: String, appName: String? = nil) throws(ContainerError) -> Container {
+    public static func create(at path: some CStringConvertible, appName: String? = nil) throws(ContainerError)
+        -> Container
+    {
         if let appName, FileName(appName) == nil || appName.hasPrefix(".") {
             throw ContainerError(.usage, "'\(appName)' is not a valid app name")
         }
+        let path = path.pathBytes
+        let shown = String(decoding: path, as: UTF8.self)
         try makeFolders(path)
-        let root: String
+        let root: [UInt8]
         let foreign: [FileName]
         do {
-            root = String(decoding: try system_realpath(path), as: UTF8.self)
+            root = try system_realpath(path)
             let rootFolder = try FileDescriptor(root, [.directory, .noFollow])
             // Never someone else's folder (`/`, a home): only an empty one, or a container (made or half made).
             foreign = try rootFolder.entries().filter {
@@ -57,40 +84,47 @@ public struct Container: Sendable {
             }
             if foreign.isEmpty { try system_fchmod(rootFolder.rawValue, 0o700) }
         } catch .notDirectory {
-            throw ContainerError(.cannotCreate, "cannot create a container at '\(path)': it is not a folder")
+            throw ContainerError(.cannotCreate, "cannot create a container at '\(shown)': it is not a folder")
         } catch {
-            throw error.failure("create the container", path)
+            throw error.failure("create the container", shown)
         }
+        let shownRoot = String(decoding: root, as: UTF8.self)
         if let first = foreign.first {
             throw ContainerError(
-                .cannotCreate, "'\(root)' holds other things ('\(first)'): a container is made only in an empty folder")
+                .cannotCreate,
+                "'\(shownRoot)' holds other things ('\(first)'): a container is made only in an empty folder")
         }
         let existing = try findAppName(root: root)
         if let existing, let appName, existing != appName {
             throw ContainerError(
-                .refused, "the container at '\(root)' already holds \(existing).app, not \(appName).app")
+                .refused, "the container at '\(shownRoot)' already holds \(existing).app, not \(appName).app")
         }
-        let container = Container(root: root, appName: existing ?? appName ?? "App")
+        let container = Container(rootBytes: root, appName: existing ?? appName ?? "App")
         for place in Place.allCases {
-            let folder = container.path(place)
+            let folder = container.pathBytes(place)
             try makeFolders(folder)
             if place == .bundle, existing == nil {
                 do {
                     let bundle = try FileDescriptor(folder: folder)
                     try system_fchmod(bundle.rawValue, 0o555)
                 } catch {
-                    throw error.failure("seal the bundle", folder)
+                    throw error.failure("seal the bundle", container.path(place))
                 }
             }
         }
-        try makeFolders(container.stateDirectory)
+        try makeFolders(container.stateDirectoryBytes)
         try container.settleInterruptedRestore()
         return container
     }
 
-    /// The absolute path of a place.
+    /// The absolute path of a place, as text for messages (`root`); `pathBytes` is the exact one.
     public func path(_ place: Place) -> String {
         root + "/" + place.relativePath(appName: appName)
+    }
+
+    /// The absolute path of a place, exact to the byte.
+    public func pathBytes(_ place: Place) -> [UInt8] {
+        rootBytes + Array(("/" + place.relativePath(appName: appName)).utf8)
     }
 
     /// The folder of a place as a file URL.
@@ -98,8 +132,14 @@ public struct Container: Sendable {
         URL(fileURLWithPath: path(place), isDirectory: true)
     }
 
-    /// `Library/Application Support/inbox`: the event log, locks and journal.
+    /// `Library/Application Support/inbox`: the event log, locks and journal, as text for messages.
     public var stateDirectory: String { root + "/" + Container.stateRelativePath }
+
+    /// `stateDirectory`, exact to the byte.
+    public var stateDirectoryBytes: [UInt8] { rootBytes + Array(("/" + Container.stateRelativePath).utf8) }
+
+    /// `name` in the state folder, exact to the byte.
+    public func statePath(_ name: String) -> [UInt8] { stateDirectoryBytes + Array(("/" + name).utf8) }
 
     /// Opens a place's folder for `*at` calls, refusing a symbolic link at any step below the root.
     public func openFolder(_ place: Place) throws(ContainerError) -> FileDescriptor {
@@ -111,7 +151,7 @@ public struct Container: Sendable {
     public func openFolder(_ components: [FileName]) throws(ContainerError) -> FileDescriptor {
         var folder: FileDescriptor
         do {
-            folder = try FileDescriptor(root, [.directory])
+            folder = try FileDescriptor(rootBytes, [.directory])
         } catch {
             throw error.failure("open the container", root)
         }
@@ -129,7 +169,7 @@ public struct Container: Sendable {
         return folder
     }
 
-    private static func findAppName(root: String) throws(ContainerError) -> String? {
+    private static func findAppName(root: [UInt8]) throws(ContainerError) -> String? {
         do {
             let folder = try FileDescriptor(root, [.directory])
             for name in try folder.entries() where name.bytes.count > 4 && name.string.hasSuffix(".app") {
@@ -138,7 +178,7 @@ public struct Container: Sendable {
                 }
             }
         } catch {
-            throw error.failure("read the container", root)
+            throw error.failure("read the container", String(decoding: root, as: UTF8.self))
         }
         return nil
     }
@@ -147,10 +187,10 @@ public struct Container: Sendable {
     private static let layoutNames: Set<String> = ["Documents", "Library", "tmp"]
 
     /// `mkdir -p`.
-    private static func makeFolders(_ path: String) throws(ContainerError) {
-        var walked = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            walked += "/" + component
+    private static func makeFolders(_ path: [UInt8]) throws(ContainerError) {
+        var walked: [UInt8] = path.first == 0x2F ? [] : [0x2E]
+        for component in path.split(separator: 0x2F) {
+            walked += [0x2F] + component
             do {
                 try system_mkdirat(currentDirectory, walked, mode: 0o755)
             } catch .fileExists {

@@ -75,3 +75,10 @@ extension Errno {
         ContainerError(self, doing: doing, path: path)
     }
 }
+
+extension Errno {
+    /// This error as a `ContainerError` about the path `bytes`, shown as text (U+FFFD for a byte that is not UTF-8).
+    public func failure(_ doing: String, _ bytes: [UInt8]) -> ContainerError {
+        failure(doing, String(decoding: bytes, as: UTF8.self))
+    }
+}

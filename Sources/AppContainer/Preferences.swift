@@ -34,7 +34,8 @@ public struct Preferences: Sendable, Equatable {
         // Read without following a symbolic link, like every other file of the container.
         let data: Data
         do {
-            data = Data(try FileDescriptor(path(container), [.noFollow, .nonBlocking]).readToEnd())
+            let exact = container.rootBytes + Array("/\(relativePath)".utf8)
+            data = Data(try FileDescriptor(exact, [.noFollow, .nonBlocking]).readToEnd())
         } catch .noSuchFile {
             return preferences
         } catch {

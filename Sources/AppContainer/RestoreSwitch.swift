@@ -20,9 +20,9 @@ public final class RestoreSwitch {
     private let root: FileDescriptor
 
     /// The staging folder's absolute path.
-    public var stagingPath: String { Self.stagingPath(container) }
+    public var stagingPath: [UInt8] { Self.stagingPath(container) }
 
-    static func stagingPath(_ container: Container) -> String { container.root + "/" + stagingName.string }
+    static func stagingPath(_ container: Container) -> [UInt8] { container.rootBytes + [0x2F] + stagingName.bytes }
 
     /// Takes the restore lock, waiting for a restore under way to end, and settles what a restore cut short left: a
     /// switch is swapped back, the staging folder removed.
@@ -181,7 +181,7 @@ public final class RestoreSwitch {
         } catch .noSuchFile {
             return nil
         } catch {
-            throw error.failure("read", stagingPath(container) + "/" + markerName.string)
+            throw error.failure("read", stagingPath(container) + [0x2F] + markerName.bytes)
         }
         var staged: [(FileName, FileID)] = []
         for line in text.split(separator: 0x0A) {
@@ -190,7 +190,7 @@ public final class RestoreSwitch {
                 let device = UInt64(String(decoding: parts[1], as: UTF8.self)),
                 let inode = UInt64(String(decoding: parts[2], as: UTF8.self))
             else {
-                let shown = "\(stagingPath(container))/\(markerName)"
+                let shown = "\(String(decoding: stagingPath(container), as: UTF8.self))/\(markerName)"
                 throw ContainerError(
                     .badData, "'\(shown)' is not a restore's switch: the container may be half restored")
             }

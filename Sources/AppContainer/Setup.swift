@@ -34,7 +34,7 @@ public enum Setup {
 
     /// Whether setup has completed in this container.
     public static func isDone(_ container: Container) -> Bool {
-        (try? fileStatus(in: currentDirectory, markerPath(container)))?.kind == .regular
+        (try? fileStatus(in: currentDirectory, container.statePath(markerName)))?.kind == .regular
     }
 
     /// Runs setup unless it is done; returns nil when it was. One run at a time per container (`setup.lock`):
@@ -94,26 +94,26 @@ public enum Setup {
 
     /// The bundle's `Templates` folder, or nil when there is none (or it is not a folder).
     private static func openTemplates(_ container: Container) throws(ContainerError) -> FileDescriptor? {
-        let bundle = container.path(.bundle)
+        let templates = container.pathBytes(.bundle) + Array("/\(templatesFolder)".utf8)
         do {
-            guard try fileStatus(in: currentDirectory, bundle + "/" + templatesFolder).kind == .directory else {
+            guard try fileStatus(in: currentDirectory, templates).kind == .directory else {
                 return nil
             }
         } catch .noSuchFile {
             return nil
         } catch {
-            throw error.failure("read", bundle + "/" + templatesFolder)
+            throw error.failure("read", templates)
         }
         do {
-            return try FileDescriptor(folder: bundle + "/" + templatesFolder)
+            return try FileDescriptor(folder: templates)
         } catch {
-            throw error.failure("open", bundle + "/" + templatesFolder)
+            throw error.failure("open", templates)
         }
     }
 
     private static func openState(_ container: Container) throws(ContainerError) -> FileDescriptor {
         do {
-            return try FileDescriptor(folder: container.stateDirectory)
+            return try FileDescriptor(folder: container.stateDirectoryBytes)
         } catch {
             throw error.failure("open", container.stateDirectory)
         }

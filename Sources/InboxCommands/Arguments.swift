@@ -76,11 +76,15 @@ package struct Arguments {
         return (String(decoding: word, as: UTF8.self), nil)
     }
 
-    /// Every value given to `key`, in order, each once.
-    func strings(_ key: String) -> [String] {
-        var seen: Set<String> = []
-        return (repeated[key] ?? []).map { String(decoding: $0, as: UTF8.self) }.filter { seen.insert($0).inserted }
+    /// Every value given to `key`, in order, each once, exact to the byte: paths (ARCHITECTURE.md, "Paths are
+    /// bytes").
+    func paths(_ key: String) -> [[UInt8]] {
+        var seen: Set<[UInt8]> = []
+        return (repeated[key] ?? []).filter { seen.insert($0).inserted }
     }
+
+    /// An option's value exact to the byte: a path (ARCHITECTURE.md, "Paths are bytes").
+    package func path(_ key: String) -> [UInt8]? { values[key] }
 
     package func string(_ key: String) -> String? {
         values[key].map { String(decoding: $0, as: UTF8.self) }

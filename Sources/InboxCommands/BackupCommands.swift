@@ -12,7 +12,7 @@ struct BackupPlanCommand: Command {
 
     static let needsFormats = true
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         try FormatsCommands.run(\.backupPlan, arguments, containerPath: containerPath)
     }
 }
@@ -32,7 +32,7 @@ struct ExcludeFromBackupCommand: Command {
 
     static let needsFormats = true
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         try FormatsCommands.run(\.excludeFromBackup, arguments, containerPath: containerPath)
     }
 }
@@ -48,7 +48,7 @@ struct BackupCommand: Command {
 
     static let needsFormats = true
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         try FormatsCommands.run(\.backup, arguments, containerPath: containerPath)
     }
 }
@@ -64,7 +64,7 @@ struct RestoreCommand: Command {
 
     static let needsFormats = true
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         try FormatsCommands.run(\.restore, arguments, containerPath: containerPath)
     }
 }

@@ -11,7 +11,7 @@ struct VerifyCommand: Command {
     /// Prints `verify: the seal of NAME.app holds (N resources)`; for a broken seal, one line per problem
     /// (`modified: PATH`, `added: PATH`, `missing: PATH`, `unreadable: _CodeSignature/CodeResources`), then
     /// fails with exit status 65.
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let bundle = AppBundle(container: try Container.open(at: containerPath))
         let report = try bundle.verify()
         switch report.state {

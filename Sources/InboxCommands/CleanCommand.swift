@@ -21,7 +21,7 @@ struct CleanCommand: Command {
         flags: ["--dry-run", "--json"],
         valued: ["--inbox-max-age", "--inbox-max-bytes", "--tmp-max-age", "--caches-max-bytes"])
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let overrides = try policyOverrides(arguments)
         let container = try Container.open(at: containerPath)
         var policy = try Preferences.load(container)

@@ -15,11 +15,11 @@ protocol Command {
     static var positionalCompletion: ArgumentCompletion { get }
     /// What completes the value of each option in `spec.valued`, every one named (`GeneratedDocs.swift`).
     static var valueCompletions: [String: ArgumentCompletion] { get }
-    /// Runs the command; the container path is the resolved `--container`/environment/default.
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError)
+    /// Runs the command; the container path is the resolved `--container`/environment/default, exact to the byte.
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError)
     /// The container when `--container` is not given.
-    static func defaultContainerPath() throws(ContainerError) -> String
-    /// Whether `--container` may name several containers (`arguments.strings("--container")` has them all).
+    static func defaultContainerPath() throws(ContainerError) -> [UInt8]
+    /// Whether `--container` may name several containers (`arguments.paths("--container")` has them all).
     static var servesSeveralContainers: Bool { get }
     /// Whether its work needs InboxFormats: `inbox` hands it to `inbox-formats` (`FormatsCommands`).
     static var needsFormats: Bool { get }
@@ -29,7 +29,7 @@ protocol Command {
 }
 
 extension Command {
-    static func defaultContainerPath() throws(ContainerError) -> String { Container.defaultPath() }
+    static func defaultContainerPath() throws(ContainerError) -> [UInt8] { Container.defaultPath() }
     static var servesSeveralContainers: Bool { false }
     static var needsFormats: Bool { false }
     static func failedBeforeRunning(_ error: ContainerError, words: ArraySlice<[UInt8]>) -> ContainerError { error }

@@ -13,13 +13,13 @@ struct InitCommand: Command {
     ]
     static let spec = Arguments.Spec(valued: ["--app", "--bundle"])
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let container = try Container.create(at: containerPath, appName: arguments.string("--app"))
-        if let bundle = arguments.string("--bundle") { try AppBundle(container: container).install(from: bundle) }
+        if let bundle = arguments.path("--bundle") { try AppBundle(container: container).install(from: bundle) }
         let inbox = try Inbox(container: container)
         try inbox.sweepAbandonedStaging()
         try inbox.runSetup()
-        Output.line(container.root)
+        Output.name(container.rootBytes)
     }
 }
 
@@ -35,7 +35,7 @@ struct DeliverCommand: Command {
     ]
     static let spec = Arguments.Spec(flags: ["--json", "-0"], valued: ["--as"], positionals: 1...Int.max)
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let suggested = arguments.values["--as"].map(Inbox.sanitizedName)
         if suggested != nil && arguments.positionals.count > 1 {
             throw ContainerError(.usage, "'--as' names one file; deliver the others separately")
@@ -75,7 +75,7 @@ struct MoveCommand: Command {
 
     /// Each item is tried in turn. With one, its failure is the command's; with several, each failure is a line on
     /// stderr, the rest go on, and the command then fails with the first one's status.
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let format = try ResultFormat(arguments)
         let inbox = try Inbox(containerPath: containerPath)
         let items = arguments.positionals
@@ -111,7 +111,7 @@ struct ListCommand: Command {
     ]
     static let spec = Arguments.Spec(flags: ["--json"], positionals: 0...1)
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let place: Place
         switch arguments.positionals.first.map({ String(decoding: $0, as: UTF8.self) }) {
         case nil, "inbox": place = .inbox
@@ -160,17 +160,17 @@ struct DemoCommand: Command {
 
     static let needsFormats = true
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         try FormatsCommands.run(\.demo, arguments, containerPath: containerPath)
     }
 
     /// A new empty folder in the temporary folder.
-    static func defaultContainerPath() throws(ContainerError) -> String {
+    static func defaultContainerPath() throws(ContainerError) -> [UInt8] {
         var template = Array("/tmp/inbox-demo.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw ContainerError(.cannotCreate, "cannot create a folder for the demo in /tmp")
         }
-        return String(cString: made)
+        return Array(UnsafeRawBufferPointer(start: made, count: strlen(made)))
     }
 }
 
@@ -211,7 +211,7 @@ struct WatchCommand: Command {
         valued: ["--root", "--on-arrival", "--exec", "--hook-timeout", "--jobs", "--format"])
     static let servesSeveralContainers = true
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         var options = WatchOptions()
         if let value = arguments.string("--on-arrival") {
             guard let disposition = Disposition(rawValue: value), disposition != .delete else {
@@ -240,8 +240,8 @@ struct WatchCommand: Command {
                     lines.lines(arrivals, time: .now(), escaped: escaped, terminator: nulTerminated ? 0 : 0x0A))
             }
         }
-        let root = arguments.string("--root")
-        let named = arguments.strings("--container")
+        let root = arguments.path("--root")
+        let named = arguments.paths("--container")
         if root != nil || named.count > 1 {
             guard !options.once else {
                 throw ContainerError(
@@ -300,7 +300,7 @@ struct StatusCommand: Command {
     static let options = [("--json", "print one JSON object")]
     static let spec = Arguments.Spec(flags: ["--json"])
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let status = try ContainerStatus.read(try Container.open(at: containerPath))
         Output.line(arguments.flags.contains("--json") ? status.json : status.text)
     }

@@ -7,7 +7,7 @@ import InboxKit
 /// `--help` itself, and hands the whole command line to `inbox-formats` (ARCHITECTURE.md, "Two executables").
 package struct FormatsCommands {
     /// One command's work, given its arguments and the container's path.
-    package typealias Run = (Arguments, String) throws(ContainerError) -> Void
+    package typealias Run = (Arguments, [UInt8]) throws(ContainerError) -> Void
 
     package var importMail: Run
     package var backupPlan: Run
@@ -35,7 +35,7 @@ package struct FormatsCommands {
     static let executableName = "inbox-formats"
 
     /// Runs `work` of the installed commands.
-    static func run(_ work: KeyPath<FormatsCommands, Run>, _ arguments: Arguments, containerPath: String)
+    static func run(_ work: KeyPath<FormatsCommands, Run>, _ arguments: Arguments, containerPath: [UInt8])
         throws(ContainerError)
     {
         guard let installed else {

@@ -68,7 +68,7 @@ struct CompletionsCommand: Command {
     static let options = [("bash|zsh|fish", "the shell, e.g. 'inbox completions bash > /etc/bash_completion.d/inbox'")]
     static let spec = Arguments.Spec(positionals: 1...1)
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let shell = String(decoding: arguments.positionals[0], as: UTF8.self)
         guard let script = ShellCompletion.script(for: shell, commands: commands.map { $0.definition }) else {
             throw ContainerError(.usage, "'\(shell)' is not a shell inbox completes: use bash, zsh or fish")
@@ -84,7 +84,7 @@ struct ManCommand: Command {
     static let options: [(String, String)] = []
     static let spec = Arguments.Spec()
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         Output.text(ManPage.roff(commands: commands.map { $0.definition }, version: Inbox.version))
     }
 }

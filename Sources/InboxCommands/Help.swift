@@ -50,7 +50,7 @@ struct HelpCommand: Command {
     static let options = [("COMMAND", "the command to explain")]
     static let spec = Arguments.Spec(positionals: 0...1)
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         guard let word = arguments.positionals.first else {
             Output.line(Help.overview)
             return

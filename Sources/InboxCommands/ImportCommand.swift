@@ -33,7 +33,7 @@ package struct ImportCommand: Command {
         readsStandardInput(words) ? ContainerError(.busy, error.message) : error
     }
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         try FormatsCommands.run(\.importMail, arguments, containerPath: containerPath)
     }
 }

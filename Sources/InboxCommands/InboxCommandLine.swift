@@ -54,14 +54,14 @@ func isHelp(_ word: [UInt8]) -> Bool { word == Array("-h".utf8) || word == Array
         spec.valued.insert("--container")
         var arguments = try Arguments(rest, spec: spec)
         arguments.repeated["--container", default: []].insert(contentsOf: containerPaths, at: 0)
-        let named = arguments.strings("--container")
+        let named = arguments.paths("--container")
         guard named.count <= 1 || command.servesSeveralContainers else {
             throw ContainerError(.usage, "'--container' names one container here; only watch serves several")
         }
         var path = named.last
         if path == nil { path = try command.defaultContainerPath() }
         running = true
-        try command.run(arguments, containerPath: path ?? "")
+        try command.run(arguments, containerPath: path ?? [])
         return 0
     } catch {
         var error = error

@@ -18,7 +18,7 @@ struct LogCommand: Command {
     static let spec = Arguments.Spec(
         flags: ["--json", "--follow"], valued: ["--since", "--until", "--event", "-n", "--path"])
 
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let since = try arguments.integer("--since") ?? 0
         let last = try arguments.integer("-n").map { Int(clamping: $0) }
         var kinds: Set<String> = []

@@ -5,7 +5,7 @@ import InboxFormats
 /// The work of the backup commands.
 enum BackupWork {
     /// `inbox backup-plan`: each file of the container, included in a backup or not, and why.
-    static func backupPlan(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func backupPlan(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let plan = try BackupPlan(container: try Container.open(at: containerPath))
         if arguments.flags.contains("--json") {
             Output.line(plan.json)
@@ -15,28 +15,28 @@ enum BackupWork {
     }
 
     /// `inbox exclude-from-backup`: sets or clears a file's or folder's exclusion flag.
-    static func excludeFromBackup(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func excludeFromBackup(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let container = try Container.open(at: containerPath)
         let components = try container.components(ofBackupPath: arguments.positionals[0])
         let undo = arguments.flags.contains("--undo")
         try container.setExcludedFromBackup(!undo, at: components)
-        let path = Array(container.root.utf8) + components.flatMap { [0x2F] + $0.bytes }
+        let path = container.rootBytes + components.flatMap { [0x2F] + $0.bytes }
         Output.line(bytes: Array((undo ? "exclusion flag cleared: " : "excluded from backup: ").utf8) + path)
     }
 
     /// `inbox backup`: a tar archive of what the backup plan includes.
-    static func backup(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
-        guard let path = arguments.string("--to") else { throw ContainerError(.usage, "'--to FILE.tar' is required") }
+    static func backup(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
+        guard let path = arguments.path("--to") else { throw ContainerError(.usage, "'--to FILE.tar' is required") }
         let summary = try BackupArchive(path: path).write(from: try Container.open(at: containerPath))
-        Output.line(summary.path)
+        Output.name(summary.pathBytes)
     }
 
     /// `inbox restore`: an archive restored into a fresh container; each entry refused is named.
-    static func restore(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func restore(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let container = try Container.open(at: containerPath)
-        let archive = BackupArchive(path: String(decoding: arguments.positionals[0], as: UTF8.self))
+        let archive = BackupArchive(path: arguments.positionals[0])
         let report = try archive.restore(into: container)
-        Output.line(container.root)
+        Output.name(container.rootBytes)
         for warning in report.warnings { Output.problem(warning) }
         for refusal in report.refused {
             Output.problem("refused '\(String(decoding: refusal.path, as: UTF8.self))': \(refusal.reason)")

@@ -10,15 +10,16 @@ import Synchronization
 /// hook, one moved into Documents for editing, then the listing and the event log.
 enum Demo {
     /// Runs the demo in a new container at `containerPath` with the files under `samples`; `say` prints a line.
-    static func run(samples: String, containerPath: String, say: @escaping @Sendable (String) -> Void)
+    static func run(samples: String, containerPath: [UInt8], say: @escaping @Sendable (String) -> Void)
         throws(ContainerError)
     {
         let files = sampleFiles(under: samples)
         guard !files.isEmpty else {
             throw ContainerError(.noSuchItem, "no sample attachments in '\(samples)': pass --samples DIR")
         }
-        if let existing = try? FileManager.default.contentsOfDirectory(atPath: containerPath), !existing.isEmpty {
-            throw ContainerError(.cannotCreate, "'\(containerPath)' is not empty: the demo needs a fresh folder")
+        if let existing = try? FileDescriptor(containerPath, [.directory]).entries(), !existing.isEmpty {
+            let shown = String(decoding: containerPath, as: UTF8.self)
+            throw ContainerError(.cannotCreate, "'\(shown)' is not empty: the demo needs a fresh folder")
         }
         let container = try Container.create(at: containerPath, appName: "Demo")
         let inbox = try Inbox(container: container)

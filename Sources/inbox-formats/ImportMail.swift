@@ -6,7 +6,7 @@ import InboxFormats
 /// `inbox import`'s work: each source's messages imported, what came of them printed, the first failure mapped to
 /// the exit status an MTA acts on (ARCHITECTURE.md, "Mail import").
 enum ImportMail {
-    static func run(_ arguments: Arguments, containerPath: String) throws(ContainerError) {
+    static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let sources = arguments.positionals
         let importer: MailImporter
         do {

@@ -5,8 +5,10 @@ import InboxKit
 
 /// What `BackupArchive.write(from:)` put in the archive.
 public struct BackupSummary: Sendable {
-    /// The archive's absolute path.
-    public let path: String
+    /// The archive's absolute path, as text for messages.
+    public var path: String { String(decoding: pathBytes, as: UTF8.self) }
+    /// The archive's absolute path, exact to the byte.
+    public let pathBytes: [UInt8]
     /// Regular files archived.
     public let files: Int
     /// Folders archived, with those that only lead to an included entry.
@@ -21,12 +23,14 @@ public struct BackupSummary: Sendable {
 /// which GNU tar reads, written and read with libarchive. Paths in it are relative to the container root; names are
 /// stored as their exact bytes.
 public struct BackupArchive: Sendable {
-    /// The archive's path.
-    public let path: String
+    /// The archive's path, exact to the byte (ARCHITECTURE.md, "Paths are bytes").
+    public let pathBytes: [UInt8]
+    /// The archive's path as text, for messages.
+    public var path: String { String(decoding: pathBytes, as: UTF8.self) }
 
     /// The archive at `path`: nothing is read or written until asked.
-    public init(path: String) {
-        self.path = path
+    public init(path: some CStringConvertible) {
+        pathBytes = path.pathBytes
     }
 
     /// Writes exactly the plan's included entries (`BackupPlan`) and the folders that lead to them, with their
@@ -41,7 +45,8 @@ public struct BackupArchive: Sendable {
     }
 
     private func writeArchive(from container: Container) throws(ContainerError) -> BackupSummary {
-        let (folderPath, name, shown) = try destination(container)
+        let (folderPath, name, exactPath) = try destination(container)
+        let shown = String(decoding: exactPath, as: UTF8.self)
         let folder = try open(shown, "open the folder of") { () throws(Errno) in
             try FileDescriptor(folderPath, [.directory])
         }
@@ -118,7 +123,8 @@ public struct BackupArchive: Sendable {
             throw error.failure("finish the backup", shown)
         }
         return BackupSummary(
-            path: shown, files: counts.files, folders: counts.folders, links: counts.links, bytes: counts.bytes)
+            pathBytes: exactPath, files: counts.files, folders: counts.folders, links: counts.links, bytes: counts.bytes
+        )
     }
 
     /// Removes the `.inbox-backup-<pid>-<n>.partial` files that backups killed before their end left in
@@ -161,24 +167,26 @@ public struct BackupArchive: Sendable {
 
     /// The folder the archive goes in (resolved), its name, and its absolute path; refuses a place of the
     /// container that a backup holds.
-    private func destination(_ container: Container) throws(ContainerError) -> (String, FileName, String) {
-        let bytes = Array(path.utf8)
+    private func destination(_ container: Container) throws(ContainerError) -> ([UInt8], FileName, [UInt8]) {
+        let bytes = pathBytes
         let slash = bytes.lastIndex(of: 0x2F)
         let folderBytes = slash.map { $0 == 0 ? [0x2F] : Array(bytes[..<$0]) } ?? [0x2E]
         guard let name = FileName(bytes: slash.map { bytes[($0 + 1)...] } ?? bytes[...]), !name.isDotOrDotDot else {
             throw ContainerError(.usage, "'\(path)' names no file to write the backup to")
         }
-        let folder: String
+        let folder: [UInt8]
         do {
-            folder = String(decoding: try system_realpath(folderBytes), as: UTF8.self)
+            folder = try system_realpath(folderBytes)
         } catch {
             throw error.failure("find the folder of", path)
         }
-        let shown = (folder == "/" ? "" : folder) + "/" + name.string
-        guard folder == container.root || folder.hasPrefix(container.root + "/") else { return (folder, name, shown) }
-        let components = BackupRules.components(String(folder.dropFirst(container.root.count))) + [name]
+        let exact = (folder == [0x2F] ? [] : folder) + [0x2F] + name.bytes
+        let root = container.rootBytes
+        guard folder == root || folder.starts(with: root + [0x2F]) else { return (folder, name, exact) }
+        let components = folder.dropFirst(root.count).split(separator: 0x2F).compactMap { FileName(bytes: $0) } + [name]
         let place = Place.containing(components, appName: container.appName)
-        if let place, place != .bundle, !place.rules.isBackedUp { return (folder, name, shown) }
+        if let place, place != .bundle, !place.rules.isBackedUp { return (folder, name, exact) }
+        let shown = String(decoding: exact, as: UTF8.self)
         throw ContainerError(
             .refused,
             "'\(shown)' is in the container where a backup would hold itself: write it outside the container or in tmp"

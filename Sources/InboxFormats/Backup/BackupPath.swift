@@ -13,12 +13,12 @@ extension Container {
         if path.split(separator: 0x2F).contains(where: { $0.elementsEqual([0x2E, 0x2E]) }) {
             return try components(ofUserPath: path)  // refused with the path as given
         }
-        return try components(ofUserPath: Array(root.utf8) + [0x2F] + path)
+        return try components(ofUserPath: rootBytes + [0x2F] + path)
     }
 
     /// Whether something (a link included, never followed) is at `components` below the root.
     private func exists(_ components: [FileName]) -> Bool {
-        let path = Array(root.utf8) + components.flatMap { [0x2F] + $0.bytes }
+        let path = rootBytes + components.flatMap { [0x2F] + $0.bytes }
         return (try? fileStatus(in: currentDirectory, path)) != nil
     }
 }

@@ -69,9 +69,11 @@ extension BackupArchive {
                 container: container, archive: archive.rawValue, staging: staging.rawValue,
                 stagingPath: restoreSwitch.stagingPath, shown: path, ownWorkingFolder: ownWorkingFolder)
             report = try job.runOnOwnThread()
-            try ClaimedItems.unclaim(inStaging: staging.rawValue, &report, shown: restoreSwitch.stagingPath)
+            let stagingPath = restoreSwitch.stagingPath
+            try ClaimedItems.unclaim(
+                inStaging: staging.rawValue, &report, shown: String(decoding: stagingPath, as: UTF8.self))
             try ImportIndex.forgetPlacements(
-                ofIndexAt: restoreSwitch.stagingPath + "/" + Container.stateRelativePath + "/import.sqlite")
+                ofIndexAt: stagingPath + Array("/\(Container.stateRelativePath)/import.sqlite".utf8))
         } catch {
             throw restoreSwitch.discarding(after: error)
         }
@@ -84,7 +86,7 @@ extension BackupArchive {
     /// The archive, open to read; a folder, FIFO or device is not one (exit status 65).
     private func openArchive() throws(ContainerError) -> FileDescriptor {
         do throws(Errno) {
-            let archive = try FileDescriptor(path, [.readOnly, .nonBlocking])
+            let archive = try FileDescriptor(pathBytes, [.readOnly, .nonBlocking])
             guard try archive.fileStatus().kind == .regular else { throw Errno.isDirectory }
             return archive
         } catch .isDirectory {

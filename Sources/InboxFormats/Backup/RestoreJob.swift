@@ -17,14 +17,14 @@ final class RestoreJob: Sendable {
     let container: Container
     let archive: CInt
     let staging: CInt
-    let stagingPath: String
+    let stagingPath: [UInt8]
     let shown: String
     let ownWorkingFolder: Bool
     private let result = Mutex<Result<RestoreReport, ContainerError>?>(nil)
     private let lib: ArchiveFunctions
 
     init(
-        container: Container, archive: CInt, staging: CInt, stagingPath: String, shown: String, ownWorkingFolder: Bool
+        container: Container, archive: CInt, staging: CInt, stagingPath: [UInt8], shown: String, ownWorkingFolder: Bool
     ) throws(ContainerError) {
         lib = try ArchiveFunctions.loaded.get()
         self.container = container
@@ -74,7 +74,7 @@ final class RestoreJob: Sendable {
             }
             flags |= ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS
         } else {
-            prefix = Array(stagingPath.utf8) + [0x2F]
+            prefix = stagingPath + [0x2F]
         }
         guard let reader = lib.readNew(), let disk = lib.writeDiskNew() else {
             throw ContainerError(.failure, "cannot restore '\(shown)': libarchive made no reader")

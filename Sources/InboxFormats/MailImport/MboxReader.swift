@@ -96,7 +96,7 @@ enum TemporaryCopy {
     private static func make(shown: String, _ write: (borrowing FileDescriptor) throws(Errno) -> Void)
         throws(ContainerError) -> SharedDescriptor
     {
-        let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+        let folder = Container.environmentVariable("TMPDIR").flatMap { $0.isEmpty ? nil : $0 } ?? Array("/tmp".utf8)
         do throws(Errno) {
             let copy = try FileDescriptor(folder, [.readWrite, .temporaryFile], mode: 0o600)
             try write(copy)

@@ -215,7 +215,7 @@ private struct CleanupExecutor {
     }
 
     private func outcome(_ entry: CleanupEntry, _ result: CleanupOutcome.Result) -> CleanupOutcome {
-        let path = Array(plan.container.root.utf8) + [0x2F] + entry.relativePath(appName: plan.container.appName)
+        let path = plan.container.rootBytes + [0x2F] + entry.relativePath(appName: plan.container.appName)
         return CleanupOutcome(entry: entry, path: path, result: result)
     }
 

@@ -35,7 +35,7 @@ struct CleanupJournal {
     init(container: Container) throws(ContainerError) {
         self.container = container
         do {
-            state = SharedDescriptor(try FileDescriptor(container.stateDirectory, [.directory, .noFollow]))
+            state = SharedDescriptor(try FileDescriptor(container.stateDirectoryBytes, [.directory, .noFollow]))
         } catch {
             throw error.failure("open", container.stateDirectory)
         }

@@ -29,21 +29,23 @@ public final class EventLog: Sendable {
 
     /// Opens the log in `directory`, which must exist; the files are created on the first append.
     public init(
-        directory: String, maxBytes: Int = EventLog.defaultMaxBytes, keepRotated: Int = EventLog.defaultKeepRotated
+        directory: some CStringConvertible, maxBytes: Int = EventLog.defaultMaxBytes,
+        keepRotated: Int = EventLog.defaultKeepRotated
     ) throws(ContainerError) {
-        self.directory = directory
+        let exact = directory.pathBytes
+        self.directory = String(decoding: exact, as: UTF8.self)
         self.maxBytes = max(1, maxBytes)
         self.keepRotated = max(0, keepRotated)
         do {
-            folder = try FileDescriptor(directory, [.directory]).release()
+            folder = try FileDescriptor(exact, [.directory]).release()
         } catch {
-            throw error.failure("open the event log folder", directory)
+            throw error.failure("open the event log folder", exact)
         }
     }
 
     /// The log of a container, in its state folder.
     public convenience init(container: Container) throws(ContainerError) {
-        try self.init(directory: container.stateDirectory)
+        try self.init(directory: container.stateDirectoryBytes)
     }
 
     deinit {

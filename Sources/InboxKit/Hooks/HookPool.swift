@@ -5,11 +5,11 @@ import Synchronization
 
 /// Runs the `--exec` command for each item of a batch, at most `jobs` at once.
 enum HookPool {
-    static func run(_ hooks: HookRunner, on batch: [ArrivalPipeline.Prepared], inboxPath: String, jobs: Int)
+    static func run(_ hooks: HookRunner, on batch: [ArrivalPipeline.Prepared], inboxPath: [UInt8], jobs: Int)
         -> [HookOutcome]
     {
         let work = batch.map {
-            (path: Array(inboxPath.utf8) + [0x2F] + $0.name.bytes, name: $0.name, fd: $0.file.rawValue)
+            (path: inboxPath + [0x2F] + $0.name.bytes, name: $0.name, fd: $0.file.rawValue)
         }
         let next = Mutex(0)
         let results = Mutex([HookOutcome?](repeating: nil, count: work.count))

@@ -46,14 +46,14 @@ public struct HookRunner: Sendable {
     public let command: String
     /// How long the command may run before it and everything it started are killed.
     public let timeout: Duration
-    /// The container's root, which Landlock keeps the command from writing to.
-    public let containerRoot: String
+    /// The container's root, exact to the byte, which Landlock keeps the command from writing to.
+    public let containerRoot: [UInt8]
 
     /// A runner of `command` for the items of the container at `containerRoot`.
-    public init(command: String, timeout: Duration, containerRoot: String) {
+    public init(command: String, timeout: Duration, containerRoot: some CStringConvertible) {
         self.command = command
         self.timeout = timeout
-        self.containerRoot = containerRoot
+        self.containerRoot = containerRoot.pathBytes
     }
 
     /// Whether hooks run in the Landlock sandbox on this kernel.
@@ -195,7 +195,7 @@ public struct HookRunner: Sendable {
     /// The runner's environment without the three `INBOX_*` names, then those three, exact to the byte.
     private func environment(itemPath: [UInt8], name: FileName) -> [[UInt8]] {
         let own: [(key: String, value: [UInt8])] = [
-            ("INBOX_FILE", itemPath), ("INBOX_NAME", name.bytes), ("INBOX_CONTAINER", Array(containerRoot.utf8)),
+            ("INBOX_FILE", itemPath), ("INBOX_NAME", name.bytes), ("INBOX_CONTAINER", containerRoot),
         ]
         let ownKeys = Set(own.map { Array($0.key.utf8) + [0x3D] })
         var result: [[UInt8]] = []

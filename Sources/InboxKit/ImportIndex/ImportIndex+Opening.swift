@@ -40,18 +40,20 @@ extension ImportIndex {
     }
 
     /// The sound index of the state folder `directory`, rebuilt first when it is not (see above).
-    static func openDatabase(inStateFolder directory: String, underLock: Locking) throws(ContainerError)
+    static func openDatabase(inStateFolder directory: [UInt8], underLock: Locking) throws(ContainerError)
         -> SQLiteDatabase
     {
         if case .sound(let database) = try health(directory) { return database }
         var opened: SQLiteDatabase?
         try underLock { () throws(ContainerError) in opened = try openHoldingLock(directory) }
-        guard let opened else { throw ContainerError(.failure, "cannot open the import index in '\(directory)'") }
+        guard let opened else {
+            throw ContainerError(.failure, "cannot open the import index in '\(shown(directory))'")
+        }
         return opened
     }
 
     /// As `openDatabase`, for a caller that holds `import.lock`.
-    static func openHoldingLock(_ directory: String) throws(ContainerError) -> SQLiteDatabase {
+    static func openHoldingLock(_ directory: [UInt8]) throws(ContainerError) -> SQLiteDatabase {
         switch try health(directory) {
         case .sound(let database):
             return database
@@ -74,15 +76,19 @@ extension ImportIndex {
         case .sound(let database):
             return database
         case .damaged(let reason):
-            throw ContainerError(.failure, "cannot rebuild the import index '\(directory)/\(fileName)': \(reason)")
+            throw ContainerError(
+                .failure, "cannot rebuild the import index '\(shown(directory))/\(fileName)': \(reason)")
         case .missing, .unstamped:
-            throw ContainerError(.failure, "cannot rebuild the import index '\(directory)/\(fileName)'")
+            throw ContainerError(.failure, "cannot rebuild the import index '\(shown(directory))/\(fileName)'")
         }
     }
 
+    /// A path as text, for messages.
+    static func shown(_ path: [UInt8]) -> String { String(decoding: path, as: UTF8.self) }
+
     /// Looks at the index file: missing, damaged, or open (and set to WAL, `synchronous=FULL`) when it is ours.
-    private static func health(_ directory: String) throws(ContainerError) -> Health {
-        let path = directory + "/" + fileName
+    private static func health(_ directory: [UInt8]) throws(ContainerError) -> Health {
+        let path = directory + Array("/\(fileName)".utf8)
         let status: FileStatus?
         do {
             status = try fileStatusIfPresent(in: currentDirectory, path)

@@ -8,8 +8,8 @@ import Glibc
 extension ImportIndex {
     /// Under `import.lock`: sets the index aside when `reason` says why (or when its WAL was left without it), logs
     /// it, and builds a new one from the log of the state folder `directory`.
-    static func rebuild(inStateFolder directory: String, settingAside reason: String?) throws(ContainerError) {
-        let shown = directory + "/" + fileName
+    static func rebuild(inStateFolder directory: [UInt8], settingAside reason: String?) throws(ContainerError) {
+        let shown = Self.shown(directory) + "/" + fileName
         let folder: FileDescriptor
         do {
             folder = try FileDescriptor(folder: directory)
@@ -35,7 +35,7 @@ extension ImportIndex {
         } catch {
             throw error.failure("rebuild the import index", shown)
         }
-        try build(directory + "/" + building, from: log)
+        try build(directory + Array("/\(building)".utf8), from: log)
         do {
             let file = try FileDescriptor(at: folder.rawValue, building, [.readOnly, .noFollow])
             try system_fsync(file.rawValue)
@@ -81,7 +81,7 @@ extension ImportIndex {
     }
 
     /// Builds a new index at `path` from the import records of `log`, in one transaction.
-    private static func build(_ path: String, from log: EventLog) throws(ContainerError) {
+    private static func build(_ path: [UInt8], from log: EventLog) throws(ContainerError) {
         let database = try SQLiteDatabase(path: path, create: true)
         try database.execute(schema)
         let index = ImportIndex(database: database)

@@ -21,17 +21,23 @@ package final class ImportIndex {
     /// Where the index lies in a container.
     package static let relativePath = Container.stateRelativePath + "/" + fileName
 
+    /// The index's path, as text for messages (`pathBytes` is the exact one).
     package static func path(_ container: Container) -> String { container.root + "/" + relativePath }
+
+    package static func pathBytes(_ container: Container) -> [UInt8] {
+        container.rootBytes + Array("/\(relativePath)".utf8)
+    }
 
     /// A consistent copy of the container's index, as of one committed state (`VACUUM INTO`), made in `folder`
     /// under the hidden name `name`, opened and unlinked at once; nil when the container has no index. A copy a
     /// crash leaves there is the caller's to sweep.
-    package static func snapshot(of container: Container, in folder: String, as name: FileName) throws(ContainerError)
-        -> SharedDescriptor?
+    package static func snapshot(of container: Container, in folder: [UInt8], as name: FileName)
+        throws(ContainerError) -> SharedDescriptor?
     {
-        let target = folder + "/" + name.string
+        let target = folder + [0x2F] + name.bytes
         guard try exists(in: container) else { return nil }
-        try ImportIndex(container: container).database.query("VACUUM INTO ?", [.text(target)])
+        // The name as its exact bytes: SQLite hands a text's bytes to open(2) as they are.
+        try ImportIndex(container: container).database.query("VACUUM INTO CAST(? AS TEXT)", [.blob(target)])
         defer { _ = try? system_unlinkat(currentDirectory, target) }
         do {
             return SharedDescriptor(try FileDescriptor(target, [.readOnly, .noFollow]))
@@ -44,7 +50,8 @@ package final class ImportIndex {
     /// (see `openDatabase`).
     package convenience init(container: Container) throws(ContainerError) {
         self.init(
-            database: try Self.openDatabase(inStateFolder: container.stateDirectory) { body throws(ContainerError) in
+            database: try Self.openDatabase(inStateFolder: container.stateDirectoryBytes) {
+                body throws(ContainerError) in
                 let lock = try container.lockStateFile(Self.lockName)
                 defer { _ = lock.rawValue }
                 try body()
@@ -57,7 +64,7 @@ package final class ImportIndex {
 
     /// Whether the container has an index file (sound or not).
     package static func exists(in container: Container) throws(ContainerError) -> Bool {
-        let path = path(container)
+        let path = pathBytes(container)
         do {
             return try fileStatusIfPresent(in: currentDirectory, path) != nil
         } catch {
@@ -79,13 +86,13 @@ package final class ImportIndex {
     /// staging files of another container (which backups leave out), so their messages' next import delivers
     /// what is missing. It may deliver again one that was renamed just before the backup: twice, never lost.
     /// A damaged one is rebuilt from the restored log (no lock: nothing else touches a restore's staging).
-    package static func forgetPlacements(ofIndexAt path: String) throws(ContainerError) {
+    package static func forgetPlacements(ofIndexAt path: [UInt8]) throws(ContainerError) {
         do {
             guard try fileStatusIfPresent(in: currentDirectory, path) != nil else { return }
         } catch {
             throw error.failure("read", path)
         }
-        let folder = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        let folder = Array(path[..<(path.lastIndex(of: 0x2F) ?? path.startIndex)])
         let database = try openDatabase(inStateFolder: folder) { body throws(ContainerError) in try body() }
         try database.execute("DELETE FROM parts WHERE delivered = 0")
     }

@@ -16,13 +16,16 @@ final class SQLiteDatabase {
 
     /// Opens the database at `path` (creating it with `create`), never through a symbolic link, and waits up to
     /// `busyTimeout` milliseconds for another process's lock.
-    init(path: String, create: Bool = false, busyTimeout: CInt = 60_000) throws(ContainerError) {
-        self.path = path
+    init(path exact: some CStringConvertible, create: Bool = false, busyTimeout: CInt = 60_000) throws(ContainerError) {
+        let exact = exact.pathBytes
+        path = String(decoding: exact, as: UTF8.self)
         sqlite = try SQLiteFunctions.loaded.get()
         var opened: OpaquePointer?
         let flags =
             SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX
-        let result = sqlite.open(path, &opened, flags, nil)
+        // The exact bytes: SQLite hands a file name to open(2) as it is (ARCHITECTURE.md, "Paths are bytes").
+        let open = sqlite.open
+        let result = exact.withCPath { open($0, &opened, flags, nil) }
         guard let opened else { throw ContainerError(.failure, "cannot open '\(path)': out of memory") }
         handle = opened
         guard result == SQLITE_OK else {

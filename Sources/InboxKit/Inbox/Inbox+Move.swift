@@ -54,7 +54,7 @@ extension Inbox {
             // named in Documents is finished then, with its `moved` record).
             throw error.failure("move", itemPath(name))
         }
-        let document = Document(path: Array(container.path(.documents).utf8) + [0x2F] + moved.bytes, name: moved)
+        let document = Document(path: container.pathBytes(.documents) + [0x2F] + moved.bytes, name: moved)
         do {
             try mover.restoreOwnerWrite(moved)
             try mover.documents.sync()

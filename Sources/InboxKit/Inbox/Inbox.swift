@@ -17,7 +17,7 @@ public final class Inbox: Sendable {
     }
 
     /// Opens the Inbox of the container at `path`.
-    public convenience init(containerPath path: String) throws(ContainerError) {
+    public convenience init(containerPath path: some CStringConvertible) throws(ContainerError) {
         try self.init(container: try Container.open(at: path))
     }
 

@@ -18,7 +18,7 @@ public struct InboxItem: Sendable {
     public var modified: Timestamp { status.modified }
 
     /// The absolute path, exact to the byte.
-    public var path: [UInt8] { Array(inbox.container.path(.inbox).utf8) + [0x2F] + name.bytes }
+    public var path: [UInt8] { inbox.container.pathBytes(.inbox) + [0x2F] + name.bytes }
 
     /// The item's URL. A name that is not valid UTF-8 cannot be spelled in a URL exactly: use `path`.
     public var url: URL { inbox.container.url(.inbox).appendingPathComponent(name.string, isDirectory: false) }

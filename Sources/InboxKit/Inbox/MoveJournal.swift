@@ -18,12 +18,15 @@ import Glibc
 /// crash, and whatever an earlier intent left after the last frame of a slot, counts for nothing; that is
 /// safe, since the step a frame announces is taken only once the frame is synced.
 package struct MoveJournal {
-    let directory: String
+    /// `journal` in the state folder, exact to the byte.
+    let directoryBytes: [UInt8]
+    /// `directoryBytes` as text, for messages.
+    var directory: String { String(decoding: directoryBytes, as: UTF8.self) }
     /// The slots a container's movers share, at most as many moves at once before one writes a file of its own.
     static let slotCount = 8
 
     package init(container: Container) {
-        directory = container.stateDirectory + "/journal"
+        directoryBytes = container.statePath("journal")
     }
 
     /// A move in progress: the item, what it claimed (a copy) and the names it tried in Documents.
@@ -64,9 +67,9 @@ package struct MoveJournal {
     /// Writes an intent durably, locked, before the move touches anything.
     func begin(_ intent: Intent) throws(Errno) -> Record {
         do {
-            try system_mkdirat(currentDirectory, directory, mode: 0o755)
+            try system_mkdirat(currentDirectory, directoryBytes, mode: 0o755)
         } catch .fileExists {}
-        let folder = try FileDescriptor(folder: directory)
+        let folder = try FileDescriptor(folder: directoryBytes)
         var text = line("name", intent.name) + Array("seq \(intent.seq)\n".utf8)
         if let claim = intent.claim { text += line("claim", claim) }
         if let identity = intent.identity { text += Array("id \(identity.text)\n".utf8) }
@@ -133,7 +136,7 @@ package struct MoveJournal {
         if record.isSlot {
             try record.file.writeAll(Array("done".utf8), at: 0)
         } else {
-            let folder = try FileDescriptor(folder: directory)
+            let folder = try FileDescriptor(folder: directoryBytes)
             try system_unlinkat(folder.rawValue, record.recordName)
         }
     }
@@ -141,7 +144,7 @@ package struct MoveJournal {
     /// Renames the entry `recordName`, which must not be acted on, to `<name>.refused` (or `<name>-1.refused`,
     /// and so on, when that is taken), which recovery never reads.
     func setAside(_ recordName: FileName) throws(Errno) {
-        let folder = try FileDescriptor(folder: directory)
+        let folder = try FileDescriptor(folder: directoryBytes)
         let suffix = Array(".refused".utf8)
         let stem = FileName.truncated(recordName.bytes, toAtMost: FileName.maxLength - suffix.count)
         let aside = FileName(bytes: stem + suffix).unsafelyUnwrapped
@@ -164,7 +167,7 @@ package struct MoveJournal {
         let names: [FileName]
         let folder: FileDescriptor
         do {
-            folder = try FileDescriptor(folder: directory)
+            folder = try FileDescriptor(folder: directoryBytes)
         } catch .noSuchFile {
             return  // no move has begun yet
         } catch {
@@ -240,7 +243,7 @@ package struct MoveJournal {
     package func entriesLeft() throws(Errno) -> [String] {
         let folder: FileDescriptor
         do {
-            folder = try FileDescriptor(folder: directory)
+            folder = try FileDescriptor(folder: directoryBytes)
         } catch .noSuchFile {
             return []
         }
@@ -264,7 +267,7 @@ package struct MoveJournal {
         guard let recordName = FileName(bytes: claim.bytes + Array(".intent".utf8)) else { return nil }
         let text: [UInt8]
         do {
-            let path = Array((directory + "/").utf8) + recordName.bytes
+            let path = directoryBytes + [0x2F] + recordName.bytes
             let file = try FileDescriptor(path, [.readOnly, .noFollow, .nonBlocking])
             text = try file.readToEnd(limit: Self.readLimit)
         } catch {

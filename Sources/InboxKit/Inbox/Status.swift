@@ -15,8 +15,10 @@ public struct ContainerStatus: Sendable {
         public let bytes: Int64
     }
 
-    /// The container's root.
-    public let root: String
+    /// The container's root, exact to the byte.
+    public let rootBytes: [UInt8]
+    /// The container's root as text (U+FFFD for a byte that is not UTF-8).
+    public var root: String { String(decoding: rootBytes, as: UTF8.self) }
     /// The process id of the watcher holding the container, or nil when none runs.
     public let watcherPID: Int32?
     /// Every place, in the order of `Place.allCases`.
@@ -37,7 +39,7 @@ public struct ContainerStatus: Sendable {
         let lastScan = records.last { $0.event == EventKind.rescan.rawValue }?.time
         let places = Place.allCases.map { place in
             let (files, bytes) = usage(
-                of: container.path(place), skipping: place == .documents ? "Inbox" : nil,
+                of: container.pathBytes(place), skipping: place == .documents ? "Inbox" : nil,
                 stopAt: place == .library ? ["Caches"] : [])
             return PlaceUsage(place: place, files: files, bytes: bytes)
         }
@@ -49,13 +51,13 @@ public struct ContainerStatus: Sendable {
             )
         }
         return ContainerStatus(
-            root: container.root, watcherPID: WatcherLock.holder(of: container), places: places,
+            rootBytes: container.rootBytes, watcherPID: WatcherLock.holder(of: container), places: places,
             overflows: overflows, lastScan: lastScan, inotifyLimits: limits)
     }
 
     /// Files and bytes below `path`, never following a symbolic link; the names `skipping` and `stopAt` at its top
     /// are left out. What cannot be read is left out too.
-    private static func usage(of path: String, skipping: String?, stopAt: Set<String>) -> (Int, Int64) {
+    private static func usage(of path: [UInt8], skipping: String?, stopAt: Set<String>) -> (Int, Int64) {
         guard let folder = try? FileDescriptor(path, [.directory, .noFollow]) else { return (0, 0) }
         var total = (files: 0, bytes: Int64(0))
         add(folder, leavingOut: stopAt.union(skipping.map { [$0] } ?? []), to: &total)
@@ -92,7 +94,7 @@ public struct ContainerStatus: Sendable {
         }
         var limits: [String: JSONValue] = [:]
         for (name, value) in inotifyLimits { limits[name] = value.map { .integer(Int64($0)) } ?? .null }
-        let object: JSONValue = .object([
+        var fields: [String: JSONValue] = [
             "watcher": .object([
                 "running": .bool(watcherPID != nil), "pid": watcherPID.map { .integer(Int64($0)) } ?? .null,
             ]),
@@ -101,7 +103,12 @@ public struct ContainerStatus: Sendable {
             "last_scan": lastScan.map { .string($0) } ?? .null,
             "places": .object(places),
             "inotify": .object(limits),
-        ])
+        ]
+        // A root that is not UTF-8 also comes exact, as paths do in the log (`<key>_b64`).
+        if String(validating: rootBytes, as: UTF8.self) == nil {
+            fields["container_b64"] = .string(Data(rootBytes).base64EncodedString())
+        }
+        let object: JSONValue = .object(fields)
         return object.json(escapingSlashes: false)
     }
 

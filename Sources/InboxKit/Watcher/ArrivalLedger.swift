@@ -22,8 +22,8 @@ struct ArrivalLedger {
     var pending: [Identity: Decision] = [:]
     var unanswered: [Identity: Question] = [:]
 
-    static func checkpointPath(_ container: Container) -> String {
-        container.stateDirectory + "/arrived.checkpoint"
+    static func checkpointPath(_ container: Container) -> [UInt8] {
+        container.statePath("arrived.checkpoint")
     }
 
     /// Arrived, kept, and with nothing decided or asked: an item the watcher is done with.
@@ -32,7 +32,7 @@ struct ArrivalLedger {
     }
 
     /// Reads the checkpoint at `path`; returns the seq it holds (0 when there is none or it is unreadable).
-    mutating func loadCheckpoint(_ path: String) -> UInt64 {
+    mutating func loadCheckpoint(_ path: [UInt8]) -> UInt64 {
         guard let bytes = try? FileDescriptor(path, [.noFollow]).readToEnd() else { return 0 }
         let lines = String(decoding: bytes, as: UTF8.self).split(separator: "\n")
         guard let first = lines.first, first.hasPrefix("seq "), let seq = UInt64(first.dropFirst(4)) else { return 0 }

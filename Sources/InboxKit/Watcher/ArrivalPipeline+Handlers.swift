@@ -67,7 +67,8 @@ extension ArrivalPipeline {
         }
         guard let hooks else { return [] }
         let fallback = watcher.options.onArrival
-        let outcomes = HookPool.run(hooks, on: batch, inboxPath: container.path(.inbox), jobs: watcher.options.jobs)
+        let outcomes = HookPool.run(
+            hooks, on: batch, inboxPath: container.pathBytes(.inbox), jobs: watcher.options.jobs)
         return zip(batch, outcomes).map { prepared, outcome in
             // A failing or hanging handler leaves the item where it is.
             prepared.disposition = outcome.succeeded ? outcome.disposition ?? fallback : .keep

@@ -7,7 +7,7 @@ import Glibc
 /// its `handled` record does). A checkpoint file holds the identities still in the Inbox as of one seq, so that
 /// a start reads only the log written since (`ArrivalLedger`).
 extension ArrivalPipeline {
-    var checkpointPath: String { ArrivalLedger.checkpointPath(container) }
+    var checkpointPath: [UInt8] { ArrivalLedger.checkpointPath(container) }
 
     /// Loads the checkpoint, replays the log after it, and finishes dispositions a crash interrupted or a
     /// failure left: an item logged `arrived` for a move that the log does not show as `moved` is moved now,
@@ -98,7 +98,7 @@ extension ArrivalPipeline {
 
     /// Renames a damaged checkpoint aside (`arrived.checkpoint.damaged`) and logs why.
     private func setAsideCheckpoint(because reason: String) throws(ContainerError) {
-        let aside = checkpointPath + ".damaged"
+        let aside = checkpointPath + Array(".damaged".utf8)
         do {
             try system_renameat2(currentDirectory, checkpointPath, currentDirectory, aside, [])
         } catch {
@@ -109,8 +109,9 @@ extension ArrivalPipeline {
                 Event(
                     .error,
                     [
-                        "during": .string("read the checkpoint"), "path": .string(aside),
-                        "message": .string("the checkpoint was set aside as '\(aside)': \(reason)"),
+                        "during": .string("read the checkpoint"), "path": .path(aside),
+                        "message": .string(
+                            "the checkpoint was set aside as '\(String(decoding: aside, as: UTF8.self))': \(reason)"),
                     ])
             ], durable: true)
     }
@@ -139,7 +140,7 @@ extension ArrivalPipeline {
         }
         let text = "seq \(lastSeq)\n" + body
         do {
-            let folder = try FileDescriptor(container.stateDirectory, [.directory])
+            let folder = try FileDescriptor(container.stateDirectoryBytes, [.directory])
             try folder.replaceFile(
                 FileName("arrived.checkpoint").unsafelyUnwrapped, with: Array(text.utf8),
                 temporary: FileName(".arrived.checkpoint.tmp"))

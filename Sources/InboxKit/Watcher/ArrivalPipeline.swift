@@ -105,7 +105,8 @@ final class ArrivalPipeline {
         loggedInbox = Array(Place.inbox.relativePath(appName: appName).utf8) + [0x2F]
         loggedDocuments = Array(Place.documents.relativePath(appName: appName).utf8) + [0x2F]
         hooks = watcher.options.exec.map {
-            HookRunner(command: $0, timeout: watcher.options.hookTimeout, containerRoot: watcher.inbox.container.root)
+            HookRunner(
+                command: $0, timeout: watcher.options.hookTimeout, containerRoot: watcher.inbox.container.rootBytes)
         }
     }
 
@@ -307,7 +308,7 @@ final class ArrivalPipeline {
     func reopenReplacedFolders() throws(ContainerError) {
         for (index, place) in [Place.inbox, .documents].enumerated() {
             let held = place == .inbox ? inboxFolder : documents
-            guard let now = try? fileStatus(in: currentDirectory, container.path(place)) else { continue }
+            guard let now = try? fileStatus(in: currentDirectory, container.pathBytes(place)) else { continue }
             if heldFolders[index] == nil { heldFolders[index] = (try? held.descriptor.fileStatus())?.fileID }
             guard let then = heldFolders[index], now.fileID != then else { continue }
             let reopened = SharedDescriptor(try container.openFolder(place))

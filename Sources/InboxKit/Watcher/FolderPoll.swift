@@ -25,7 +25,7 @@ final class FolderPoll: Sendable {
     private let last = Mutex(Seen.nothing)
 
     /// Whether the folder at `path` may have changed since the last look (the first look: always).
-    func changed(_ path: String) -> Bool {
+    func changed(_ path: some CStringConvertible) -> Bool {
         let seen: Seen
         do {
             let status = try fileStatus(in: currentDirectory, path)

@@ -9,15 +9,16 @@ import Glibc
 /// are; meanwhile the Inbox is polled at each of the hub's tries, and scanned when it may have changed (a scan that
 /// cannot read it fails the watcher, as at start-up).
 final class InboxEvents: InotifySubscriber {
-    let inboxPath: String
+    /// The Inbox's path, exact to the byte, as Documents' and the root's.
+    let inboxPath: [UInt8]
     let queue: WatchQueue
-    private let documentsPath: String
-    private let rootPath: String
+    private let documentsPath: [UInt8]
+    private let rootPath: [UInt8]
     private let watching: @Sendable (ContainerError?) -> Void
     private let streak = UnwatchedStreak()
     private let poll = FolderPoll()
 
-    init(inboxPath: String, queue: WatchQueue, watching: @escaping @Sendable (ContainerError?) -> Void) {
+    init(inboxPath: [UInt8], queue: WatchQueue, watching: @escaping @Sendable (ContainerError?) -> Void) {
         self.inboxPath = inboxPath
         self.queue = queue
         self.watching = watching
@@ -39,7 +40,7 @@ final class InboxEvents: InotifySubscriber {
         InotifyHub.shared.unregister(self)
     }
 
-    func folders() throws(ContainerError) -> [(path: String, mask: InotifyMask)] {
+    func folders() throws(ContainerError) -> [(path: [UInt8], mask: InotifyMask)] {
         for folder in [documentsPath, inboxPath] {
             do {
                 try system_mkdirat(currentDirectory, folder, mode: 0o755)
@@ -81,7 +82,7 @@ final class InboxEvents: InotifySubscriber {
     }
 
     /// The folder that holds `path`.
-    private static func folder(of path: String) -> String {
-        String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)])
+    private static func folder(of path: [UInt8]) -> [UInt8] {
+        Array(path[..<(path.lastIndex(of: 0x2F) ?? path.endIndex)])
     }
 }

@@ -92,13 +92,13 @@ enum Inotify {
     }
 
     /// Watches `path`; returns the watch descriptor.
-    static func watch(_ path: String, _ mask: InotifyMask) throws(Errno) -> CInt {
-        guard inotifytools_watch_file(path, Int32(bitPattern: mask.rawValue)) != 0 else {
+    static func watch(_ path: [UInt8], _ mask: InotifyMask) throws(Errno) -> CInt {
+        guard path.withCPath({ inotifytools_watch_file($0, Int32(bitPattern: mask.rawValue)) }) != 0 else {
             throw Errno(rawValue: inotifytools_error())
         }
         // The library keeps folder names with a trailing slash.
-        let watch = inotifytools_wd_from_filename(path.hasSuffix("/") ? path : path + "/")
-        return watch > 0 ? watch : inotifytools_wd_from_filename(path)
+        let watch = (path.last == 0x2F ? path : path + [0x2F]).withCPath { inotifytools_wd_from_filename($0) }
+        return watch > 0 ? watch : path.withCPath { inotifytools_wd_from_filename($0) }
     }
 
     /// The next event, or nil after `seconds` without one. EINTR is retried.

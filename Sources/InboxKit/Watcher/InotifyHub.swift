@@ -8,7 +8,7 @@ import Synchronization
 /// Every method is called on the hub's thread.
 protocol InotifySubscriber: AnyObject, Sendable {
     /// The folders to watch, with their masks; may make missing folders first. Called again after every restart.
-    func folders() throws(ContainerError) -> [(path: String, mask: InotifyMask)]
+    func folders() throws(ContainerError) -> [(path: [UInt8], mask: InotifyMask)]
     /// An event on the folder at `index` in `folders()`.
     func handle(_ event: InotifyEvent, folder index: Int) -> InotifyOutcome
     /// Events may have been missed (a restart, an overflow): everything watched must be scanned. After
@@ -234,7 +234,7 @@ final class InotifyHub: Sendable {
                 } catch .noSpace {
                     throw ContainerError(
                         .failure,
-                        "cannot watch '\(folder.path)': the user's inotify watches are all taken"
+                        "cannot watch '\(String(decoding: folder.path, as: UTF8.self))': the user's inotify watches are all taken"
                             + " (see /proc/sys/fs/inotify/max_user_watches)", cause: .noSpace)
                 } catch {
                     throw error.failure("watch", folder.path)

@@ -86,7 +86,7 @@ final class WatchSession {
             try pipeline.recoverInterruptedBatch()
             // `once` reads the folder and never inotify.
             if !options.once {
-                let subscription = InboxEvents(inboxPath: inbox.container.path(.inbox), queue: watcher.queue) {
+                let subscription = InboxEvents(inboxPath: inbox.container.pathBytes(.inbox), queue: watcher.queue) {
                     [weak watcher] failure in if let watcher { Self.watching(failure, by: watcher) }
                 }
                 switch start {

@@ -13,10 +13,11 @@ import Synchronization
 /// it) is reported, its failure logged in it where its log can still be written, and tried again later with a
 /// growing pause; the others go on.
 public final class WatcherFleet: Sendable {
-    /// The folder whose sub-folders are containers; nil for the named containers only.
-    public let root: String?
+    /// The folder whose sub-folders are containers, exact to the byte (as every path here: ARCHITECTURE.md, "Paths
+    /// are bytes"); nil for the named containers only.
+    public let root: [UInt8]?
     /// Containers named, watched whether or not they lie under `root`.
-    public let containers: [String]
+    public let containers: [[UInt8]]
     /// The options every watcher runs with (`report` gets each line prefixed with the container's path).
     public let options: WatchOptions
 
@@ -31,9 +32,9 @@ public final class WatcherFleet: Sendable {
     }
 
     private struct State {
-        var members: [String: Member] = [:]
+        var members: [[UInt8]: Member] = [:]
         /// Names under `root` that an event mentioned, to look at.
-        var mentioned: Set<String> = []
+        var mentioned: Set<FileName> = []
         var rescanRoot = true
         var stopped = false
         var running = 0
@@ -46,22 +47,30 @@ public final class WatcherFleet: Sendable {
     private let pool: WatchPool
 
     /// A fleet of the containers under `root` (when given) and of `containers`.
-    public init(root: String?, containers: [String] = [], options: WatchOptions = WatchOptions()) {
+    public init(root: [UInt8]?, containers: [[UInt8]] = [], options: WatchOptions = WatchOptions()) {
         self.root = root
         self.containers = containers
         self.options = options
         pool = WatchPool(report: options.report)
     }
 
-    /// The containers served now: those whose watcher runs.
+    /// A fleet of the containers under `root` (when given) and of `containers`, named as text.
+    public convenience init(root: String?, containers: [String] = [], options: WatchOptions = WatchOptions()) {
+        self.init(root: root.map { Array($0.utf8) }, containers: containers.map { Array($0.utf8) }, options: options)
+    }
+
+    /// The containers served now: those whose watcher runs (as text: U+FFFD for a byte that is not UTF-8).
     public var served: [String] {
-        state.withLock { $0.members.filter { $0.value.watcher != nil }.map(\.key).sorted() }
+        state.withLock { $0.members.filter { $0.value.watcher != nil }.map(\.key) }.map(Self.shown).sorted()
     }
 
     /// The watcher serving `path` now, if any.
     func watcher(serving path: String) -> Watcher? {
-        state.withLock { $0.members[path]?.watcher }
+        state.withLock { $0.members[Array(path.utf8)]?.watcher }
     }
+
+    /// A path as text, for messages.
+    private static func shown(_ path: [UInt8]) -> String { String(decoding: path, as: UTF8.self) }
 
     /// Asks every watcher to stop (each finishes the batch in hand) and `run` to return.
     public func stop() {
@@ -118,7 +127,7 @@ public final class WatcherFleet: Sendable {
     }
 
     /// Called by the root's events: `name` under the root was made, removed or renamed.
-    func mention(_ name: String) {
+    func mention(_ name: FileName) {
         _ = state.withLock { $0.mentioned.insert(name) }
         wake.signal()
     }
@@ -139,12 +148,12 @@ public final class WatcherFleet: Sendable {
             }
             return (state.mentioned, state.rescanRoot)
         }
-        var present: Set<String> = []
+        var present: Set<FileName> = []
         var everything = asked
         if everything {
             do {
                 let folder = try FileDescriptor(root, [.directory])
-                present = Set(try folder.entries().filter { !$0.isHidden }.map(\.string))
+                present = Set(try folder.entries().filter { !$0.isHidden })
             } catch {
                 report(root, "cannot read the folder of containers: \(error)")
                 // Gone, its containers are let go; unreadable for now, they go on.
@@ -153,10 +162,10 @@ public final class WatcherFleet: Sendable {
         }
         let looked = everything ? present.union(names) : names
         // Each container let go, with its watcher when one runs.
-        var gone: [(path: String, watcher: Watcher?)] = []
+        var gone: [(path: [UInt8], watcher: Watcher?)] = []
         state.withLock { state in
             for name in looked {
-                let path = root + "/" + name
+                let path = root + [0x2F] + name.bytes
                 let isFolder: Bool
                 do {
                     isFolder = try fileStatusIfPresent(in: currentDirectory, path)?.kind == .directory
@@ -171,8 +180,8 @@ public final class WatcherFleet: Sendable {
                 }
             }
             if everything {
-                for path in state.members.keys where path.hasPrefix(root + "/") && !containers.contains(path) {
-                    if !present.contains(String(path.dropFirst(root.count + 1))),
+                for path in state.members.keys where path.starts(with: root + [0x2F]) && !containers.contains(path) {
+                    if let name = FileName(bytes: path.dropFirst(root.count + 1)), !present.contains(name),
                         let member = state.members.removeValue(forKey: path)
                     {
                         gone.append((path, member.watcher))
@@ -188,14 +197,14 @@ public final class WatcherFleet: Sendable {
 
     /// Starts a watcher for each container whose time has come.
     private func startDue() {
-        let due = state.withLock { state -> [String] in
+        let due = state.withLock { state -> [[UInt8]] in
             let now = ContinuousClock.now
             return state.members.filter { $0.value.retryAt.map { $0 <= now } ?? false }.map(\.key)
         }
         for path in due { start(path) }
     }
 
-    private func start(_ path: String) {
+    private func start(_ path: [UInt8]) {
         let inbox: Inbox
         do {
             inbox = try Inbox(containerPath: path)
@@ -208,7 +217,8 @@ public final class WatcherFleet: Sendable {
         // Nothing can read a member's stream: without it, each container would hold its newest 1,024 arrivals.
         options.streamsArrivals = false
         if let report = self.options.report {
-            options.report = { @Sendable line in report("\(path): \(line)") }
+            let shown = Self.shown(path)
+            options.report = { @Sendable line in report("\(shown): \(line)") }
         }
         let watcher = Watcher(inbox: inbox, options: options)
         let started = state.withLock { state -> Bool in
@@ -227,7 +237,7 @@ public final class WatcherFleet: Sendable {
 
     /// A watcher ended: on a failure, it is logged in its container (when its log can be written) and reported,
     /// and the container is tried again later, unless it was removed or the fleet stops.
-    private func ended(_ path: String, _ watcher: Watcher, _ failure: ContainerError?) {
+    private func ended(_ path: [UInt8], _ watcher: Watcher, _ failure: ContainerError?) {
         if let failure { watcher.logEnded(failure) }
         let again = state.withLock { state -> Bool in
             state.running -= 1
@@ -240,7 +250,7 @@ public final class WatcherFleet: Sendable {
         wake.signal()
     }
 
-    private func retryLater(_ path: String, _ error: ContainerError, quietly: Bool) {
+    private func retryLater(_ path: [UInt8], _ error: ContainerError, quietly: Bool) {
         let pause = state.withLock { state -> Duration? in
             guard var member = state.members[path] else { return nil }
             let pause = member.pause
@@ -261,38 +271,38 @@ public final class WatcherFleet: Sendable {
         return tenths < 100 ? "\(tenths / 10).\(tenths % 10) s" : "\((tenths + 5) / 10) s"
     }
 
-    private func report(_ path: String, _ line: String) {
-        options.report?("\(path): \(line)")
+    private func report(_ path: [UInt8], _ line: String) {
+        options.report?("\(Self.shown(path)): \(line)")
     }
 }
 
 /// The events of a fleet's root folder: a sub-folder made, removed or renamed in or out.
 private final class RootEvents: InotifySubscriber {
-    let path: String
+    let path: [UInt8]
     private let fleet: WatcherFleet
     private let streak = UnwatchedStreak()
     private let poll = FolderPoll()
 
-    init(path: String, fleet: WatcherFleet) {
+    init(path: [UInt8], fleet: WatcherFleet) {
         self.path = path
         self.fleet = fleet
     }
 
-    func folders() throws(ContainerError) -> [(path: String, mask: InotifyMask)] {
+    func folders() throws(ContainerError) -> [(path: [UInt8], mask: InotifyMask)] {
         [(path, [.create, .delete, .movedFrom, .movedTo, .onlyDirectory, .dontFollow, .deleteSelf, .moveSelf])]
     }
 
     func handle(_ event: InotifyEvent, folder index: Int) -> InotifyOutcome {
         if event.watchEnded { return .startOver("the folder of containers was replaced") }
         // The containers it mentions are tried at once: none waits here.
-        if !event.name.isEmpty { fleet.mention(String(decoding: event.name, as: UTF8.self)) }
+        if let name = FileName(bytes: event.name) { fleet.mention(name) }
         return .handled
     }
 
     func rescan(_ reason: String, overflow: Bool) {
         if streak.rescanned(overflow: overflow) {
             poll.forget()
-            fleet.options.report?("watching \(path) again")
+            fleet.options.report?("watching \(String(decoding: path, as: UTF8.self)) again")
         }
         fleet.rescanRoot()
     }

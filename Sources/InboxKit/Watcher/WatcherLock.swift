@@ -7,7 +7,7 @@ import Glibc
 package final class WatcherLock {
     private let file: FileDescriptor
 
-    static func path(_ container: Container) -> String { container.stateDirectory + "/watch.lock" }
+    static func path(_ container: Container) -> [UInt8] { container.statePath("watch.lock") }
 
     /// Takes the lock, or fails with exit status 75 naming the watcher that holds it.
     init(container: Container) throws(ContainerError) {
