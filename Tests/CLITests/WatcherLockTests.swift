@@ -87,11 +87,12 @@ import Testing
             let text = (try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? ""
             return text.split(separator: "\n").filter { $0.contains(" \(path): ") && !$0.contains(": watching ") }
         }
-        /// Whether the fleet holds a descriptor in the container.
-        func holdsAny() -> Bool {
+        /// Whether the fleet holds a descriptor in the container (or on the file `named`).
+        func holdsAny(named: String? = nil) -> Bool {
             let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(fleet.pid)/fd")) ?? []
             return fds.contains {
                 let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(fleet.pid)/fd/" + $0))
+                if let named { return target == named }
                 return target.map { $0 == path || $0.hasPrefix(path + "/") } ?? false
             }
         }
@@ -104,13 +105,17 @@ import Testing
             #expect(copied == 0, "\(copyOutput)")
             try writeFiles(1, in: staging + "/Documents/Inbox", prefix: "round\(round)-")
             #expect(rename(staging, path) == 0)
-            // Served: its file moved, its start-up scan over (the checkpoint written after it). An event in the
-            // root wakes the inotify thread, which takes up a new container's folders when it next wakes.
+            // Served: its file moved, its start-up scan over (the checkpoint written after it) and its first clean
+            // (its lock made, and let go). A removal at the very moment the watcher makes a file can still leave
+            // it (ARCHITECTURE.md, "One watcher per container"). An event in the root wakes the inotify thread,
+            // which takes up a new container's folders when it next wakes.
             let served = waitUntil(timeout: 30) {
                 close(open(root + "/.wake", O_CREAT | O_WRONLY, 0o644))
                 unlink(root + "/.wake")
                 return logRecords(path, event: "moved").count == 1
                     && FileManager.default.fileExists(atPath: path + Self.stateFolder + "/arrived.checkpoint")
+                    && FileManager.default.fileExists(atPath: path + Self.stateFolder + "/cleanup.lock")
+                    && !holdsAny(named: path + Self.stateFolder + "/cleanup.lock")
             }
             #expect(served, "round \(round): the file is moved")
             if logRecords(path, event: "arrived").count != 1 { handled.append(round) }

@@ -312,12 +312,12 @@ final class WatchSession {
     /// one beside the watcher that took the name since (ARCHITECTURE.md, "One watcher per container").
     private func checkLock() throws(ContainerError) {
         guard let lock else { return }
-        do {
-            try lock.check()
-        } catch {
-            watcher.lostLock.store(true, ordering: .relaxed)
-            throw error
-        }
+        let state = lock.state
+        // Stopped, only the batch in hand is finished, and `close` writes where the lock file still has a name:
+        // a container renamed away is closed in place.
+        if state == .held || (state == .moved && watcher.queue.isStopped) { return }
+        watcher.lostLock.store(true, ordering: .relaxed)
+        throw lock.lostError
     }
 
     /// Applies the batch still being prepared, if any, and settles as `handle` does.

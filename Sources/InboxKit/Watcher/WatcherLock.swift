@@ -74,18 +74,12 @@ package final class WatcherLock: @unchecked Sendable {
     /// Whether the name still holds the locked file, and whether that file still has a name.
     var state: State { Self.state(of: file.rawValue, named: path) }
 
-    /// Fails, with exit status 75, unless the lock is `held`: the watcher handles no batch beside another.
-    func check() throws(ContainerError) {
-        guard state != .held else { return }
-        throw lostError
-    }
-
     /// The failure of a watcher whose lock is no longer held (exit status 75, never logged in the container).
     var lostError: ContainerError {
         ContainerError(
             .busy,
-            "the watcher lock '\(path)' was removed or replaced (is the container being removed?), so another watcher"
-                + " may hold the container: this one stops; start it again")
+            "the watcher lock '\(path)' was removed or replaced (or the container moved or is being removed), so"
+                + " another watcher may hold the container: this one stops; start it again")
     }
 
     /// `fstat` of the locked file against `lstat` of the name: unreadable counts as not held.
