@@ -5,7 +5,7 @@ import Glibc
 /// One watcher per container (ARCHITECTURE.md, "One watcher per container"): an exclusive `flock` on `watch.lock`
 /// in the state folder, held for the watcher's life, with the holder's pid written inside for others to name. The
 /// lock is the file, and a second watcher opens the name: so the name is checked to still hold the locked file
-/// once it is taken, and again before each batch (`check`).
+/// once it is taken, and again before each batch (`state`).
 package final class WatcherLock: @unchecked Sendable {
     // Unchecked: nothing changes after `init`, and the descriptor is only read.
     private let file: FileDescriptor
