@@ -162,7 +162,6 @@ import Testing
             }
         }
         #expect(failed("sealed", 65), "the broken seal is logged in its container")
-        #expect(failed("held", 75), "the held container is logged busy")
 
         // Once the single watcher stops, the fleet takes the container over.
         #expect(try single.stop().status == 0)
@@ -174,6 +173,8 @@ import Testing
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stderr.contains(root + "/sealed: "), "\(result.stderr)")
         #expect(result.stderr.contains(root + "/held: "), "\(result.stderr)")
+        // Held by another, the container is tried again but logged nowhere: the record would land in the other's log.
+        #expect(logRecords(root + "/held", event: "error").isEmpty, "nothing in the single watcher's log")
         // The pause doubles from a tenth of a second, and is said so (it read "0 s" while under a second).
         #expect(result.stderr.contains("; trying again in 0.1 s"), "\(result.stderr)")
         #expect(result.stderr.contains("; trying again in 0.2 s"), "\(result.stderr)")

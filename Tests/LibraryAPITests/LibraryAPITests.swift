@@ -30,7 +30,9 @@ import Testing
         }
     }
 
-    @Test func theSignalsAreGivenBackWhenTheWatcherStops() throws {
+    @Test func theSignalsAreGivenBackWhenTheWatcherStops() async throws {
+        await SignalTurns.take()
+        defer { SignalTurns.give() }
         let (container, folder) = try container()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         var options = WatchOptions()
@@ -43,7 +45,7 @@ import Testing
         sigaction(SIGINT, nil, &during)
         let handler = { (action: sigaction) in unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self) }
         #expect(handler(during) != handler(before), "caught while the watcher runs")
-        try watcher.run()
+        try await watcher.run()
         var after = sigaction()
         sigaction(SIGINT, nil, &after)
         #expect(handler(after) == handler(before), "SIGINT is handled as it was before")

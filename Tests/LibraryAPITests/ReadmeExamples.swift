@@ -109,6 +109,8 @@ func importExample(containerPath: String, messageBytes: Data, mailboxPath: Strin
     }
 
     @Test func theWatcherExampleRuns() async throws {
+        await SignalTurns.take()
+        defer { SignalTurns.give() }
         let slot = await InotifySlot.take()
         defer { withExtendedLifetime(slot) {} }
         let (container, folder) = try scratch()

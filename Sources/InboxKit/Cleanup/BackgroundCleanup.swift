@@ -148,14 +148,20 @@ final class BackgroundCleanup: Sendable {
 extension Watcher {
     /// Applies the cleanup policy of the container's preferences; a watcher holds the lock, so the app runs.
     /// When another clean is under way (`inbox clean`), this round is skipped. Staging files that deliveries
-    /// which crashed left in the Inbox (older than `Inbox.stagingMaxAge`) go too, each logged `deleted`.
+    /// which crashed left in the Inbox (older than `Inbox.stagingMaxAge`) go too, each logged `deleted`. Nothing is
+    /// done, or said, once the lock is no longer held (ARCHITECTURE.md, "One watcher per container"), nor said of an
+    /// Inbox missing (being removed, or made again by the watcher).
     func applyCleanupPolicy(shouldStop: @escaping () -> Bool) {
+        guard holdsLock else { return }
         do throws(ContainerError) {
             let swept = try inbox.sweepAbandonedStaging()
             if !swept.isEmpty { report("removed \(swept.count) staging files that crashed deliveries left") }
         } catch {
-            report("cannot sweep abandoned staging files: \(error.message)")
+            if holdsLock, error.cause != .noSuchFile {
+                report("cannot sweep abandoned staging files: \(error.message)")
+            }
         }
+        guard holdsLock else { return }
         do throws(ContainerError) {
             let plan = CleanupPlan(
                 container: inbox.container, policy: try Preferences.load(inbox.container), appIsRunning: true)
@@ -163,10 +169,11 @@ extension Watcher {
             if summary.deleted > 0 {
                 report("cleanup deleted \(summary.deleted) entries (\(summary.bytesFreed) bytes)")
             }
-            if let failure = summary.firstFailure {
+            if let failure = summary.firstFailure, holdsLock {
                 report("cleanup could not delete \(summary.failed) entries: \(failure.message)")
             }
         } catch {
+            guard holdsLock else { return }
             report(error.code == .busy ? "cleanup skipped: \(error.message)" : "cleanup failed: \(error.message)")
         }
     }

@@ -52,7 +52,9 @@ final class WatchSession {
         let options = watcher.options
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
         try AppBundle(container: inbox.container).checkSeal()
-        lock = try WatcherLock(container: inbox.container)
+        let lock = try WatcherLock(container: inbox.container)
+        self.lock = lock
+        watcher.lock.withLock { $0 = lock }
         for unlogged in inbox.recoverInterruptedMoves() { watcher.report(unlogged.message) }
         // Before the start-up scan, so an import's `delivered` record comes before the file's `arrived`.
         if let unlogged = inbox.repairInterruptedImportsLogging() { watcher.report(unlogged.message) }
@@ -86,9 +88,10 @@ final class WatchSession {
             try pipeline.recoverInterruptedBatch()
             // `once` reads the folder and never inotify.
             if !options.once {
-                let subscription = InboxEvents(inboxPath: inbox.container.pathBytes(.inbox), queue: watcher.queue) {
-                    [weak watcher] failure in if let watcher { Self.watching(failure, by: watcher) }
-                }
+                let subscription = InboxEvents(
+                    inboxPath: inbox.container.pathBytes(.inbox), queue: watcher.queue,
+                    holdsLock: { [weak watcher] in watcher?.holdsLock == true },
+                    watching: { [weak watcher] failure in if let watcher { Self.watching(failure, by: watcher) } })
                 switch start {
                 case .blocking:
                     try subscription.start()
@@ -175,6 +178,7 @@ final class WatchSession {
     }
 
     private func takeTurn(giveWay: () -> Bool) throws(ContainerError) -> Bool {
+        try checkLock()
         let news = hub.news.withLock { $0 }
         if let failure = news.failure { throw failure }
         if !announced, news.watched { try announce() }
@@ -232,6 +236,12 @@ final class WatchSession {
     /// Ends the run: waits for setup and cleanup (`once`) or stops them, saves the checkpoint and logs
     /// `watch-stopped`.
     func close() throws(ContainerError) {
+        // A lock lost (the container being removed, or another watcher may hold it): nothing more is written in it.
+        if let lock, lock.state == .lost {
+            watcher.lostLock.store(true, ordering: .relaxed)
+            release()
+            throw lock.lostError
+        }
         let waiting = watcher.options.once && !watcher.queue.isStopped
         setup?.finish(waiting: waiting)
         cleanup?.finish(waiting: waiting)
@@ -258,6 +268,7 @@ final class WatchSession {
         watcher.finishArrivals()
         cleanup?.finish(waiting: false)
         setup?.finish(waiting: false)
+        watcher.lock.withLock { $0 = nil }
         lock = nil
     }
 
@@ -291,12 +302,27 @@ final class WatchSession {
     /// Handles one batch of names (`more`: more are on their way, so that its preparation may overlap the batch
     /// before, ARCHITECTURE.md, "The hot path"), then hands on the arrivals whose records are durable by now.
     private func handle(_ names: [FileName], more: Bool) throws(ContainerError) {
+        try checkLock()
         _ = try pipeline.process(names, more: more, syncLater: groupsCommits)
         settle()
     }
 
+    /// Fails, with exit status 75 and nothing logged, unless the name `watch.lock` still holds the file this session
+    /// locked: checked before each batch, so that a watcher whose lock file was unlinked or replaced never handles
+    /// one beside the watcher that took the name since (ARCHITECTURE.md, "One watcher per container").
+    private func checkLock() throws(ContainerError) {
+        guard let lock else { return }
+        let state = lock.state
+        // Stopped, only the batch in hand is finished, and `close` writes where the lock file still has a name:
+        // a container renamed away is closed in place.
+        if state == .held || (state == .moved && watcher.queue.isStopped) { return }
+        watcher.lostLock.store(true, ordering: .relaxed)
+        throw lock.lostError
+    }
+
     /// Applies the batch still being prepared, if any, and settles as `handle` does.
     private func finishPrepared() throws(ContainerError) {
+        try checkLock()
         _ = try pipeline.finishPrepared(syncLater: groupsCommits)
         settle()
     }

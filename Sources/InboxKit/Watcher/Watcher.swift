@@ -97,6 +97,16 @@ public final class Watcher: Sendable {
     private let continuation: AsyncStream<Arrival>.Continuation
     /// What `stopOnTerminationSignals` installed, undone when `run` returns.
     private let signalCatch = SignalCatch()
+    /// Set once the run found its lock no longer held (ARCHITECTURE.md, "One watcher per container").
+    let lostLock = Atomic<Bool>(false)
+    /// The lock while a run holds it, for the threads beside the run (inotify, cleanup) to check.
+    let lock = Mutex<WatcherLock?>(nil)
+
+    /// Whether a run holds the container now: its lock taken and the name still holding it. Nothing is written in
+    /// the container without it.
+    var holdsLock: Bool {
+        lock.withLock { $0 }?.state == .held
+    }
 
     /// A watcher of `inbox`. `handler`, when given, decides every arrival; else `options.exec`, else
     /// `options.onArrival`. Nothing runs until `run()`.
@@ -152,8 +162,10 @@ public final class Watcher: Sendable {
     }
 
     /// Logs the failure that ended a run as an `error` record (`during: watch`, with its exit status), where the
-    /// log can be written; says so where it cannot.
+    /// log can be written; says so where it cannot. A run that ended because another watcher holds the container,
+    /// or may (its lock lost, 75), writes nothing in it: the record would land in the other's log.
     func logEnded(_ failure: ContainerError) {
+        guard failure.code != .busy else { return }
         do {
             try inbox.log.append(
                 Event(

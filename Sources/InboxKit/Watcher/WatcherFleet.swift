@@ -29,6 +29,11 @@ public final class WatcherFleet: Sendable {
         /// When to try (again) to start a watcher; nil while one runs.
         var retryAt: ContinuousClock.Instant?
         var pause: Duration = .milliseconds(100)
+        /// Let go, its lock lost (removed with the container, most often): not tried again, and forgotten without a
+        /// word once it is gone; a folder made again under its name (another `folder`) is a new member.
+        var letGo = false
+        /// The folder under the root, as it was found.
+        var folder: Identity?
     }
 
     private struct State {
@@ -162,21 +167,23 @@ public final class WatcherFleet: Sendable {
         }
         let looked = everything ? present.union(names) : names
         // Each container let go, with its watcher when one runs.
-        var gone: [(path: [UInt8], watcher: Watcher?)] = []
+        var gone: [(path: [UInt8], watcher: Watcher?, said: Bool)] = []
         state.withLock { state in
             for name in looked {
                 let path = root + [0x2F] + name.bytes
-                let isFolder: Bool
+                let status: FileStatus?
                 do {
-                    isFolder = try fileStatusIfPresent(in: currentDirectory, path)?.kind == .directory
+                    status = try fileStatusIfPresent(in: currentDirectory, path)
                 } catch {
                     // Unreadable for now: a watcher it has goes on.
                     continue
                 }
-                if isFolder, state.members[path] == nil {
-                    state.members[path] = Member(retryAt: .now)
+                let isFolder = status?.kind == .directory
+                let folder = status.map(Identity.init)
+                if isFolder, state.members[path].map({ $0.letGo && $0.folder != folder }) ?? true {
+                    state.members[path] = Member(retryAt: .now, folder: folder)
                 } else if !isFolder, let member = state.members.removeValue(forKey: path) {
-                    gone.append((path, member.watcher))
+                    gone.append((path, member.watcher, member.letGo))
                 }
             }
             if everything {
@@ -184,13 +191,13 @@ public final class WatcherFleet: Sendable {
                     if let name = FileName(bytes: path.dropFirst(root.count + 1)), !present.contains(name),
                         let member = state.members.removeValue(forKey: path)
                     {
-                        gone.append((path, member.watcher))
+                        gone.append((path, member.watcher, member.letGo))
                     }
                 }
             }
         }
-        for (path, watcher) in gone {
-            report(path, "removed: no longer watched")
+        for (path, watcher, said) in gone {
+            if !said { report(path, "removed: no longer watched") }
             watcher?.stop()
         }
     }
@@ -236,18 +243,32 @@ public final class WatcherFleet: Sendable {
     }
 
     /// A watcher ended: on a failure, it is logged in its container (when its log can be written) and reported,
-    /// and the container is tried again later, unless it was removed or the fleet stops.
+    /// and the container is tried again later, unless it was removed or the fleet stops. One under the root whose
+    /// lock was lost is let go with one line: it is most often being removed, and trying it again would make a
+    /// lock file in it (ARCHITECTURE.md, "One watcher per container").
     private func ended(_ path: [UInt8], _ watcher: Watcher, _ failure: ContainerError?) {
         if let failure { watcher.logEnded(failure) }
+        let letGo = watcher.lostLock.load(ordering: .relaxed) && isUnderRoot(path)
         let again = state.withLock { state -> Bool in
             state.running -= 1
             guard !state.stopped, state.members[path]?.watcher === watcher else { return false }
             state.members[path]?.watcher = nil
+            if letGo { state.members[path]?.letGo = true }
             return true
         }
         guard again else { return }
+        guard !letGo else {
+            report(path, "its watch.lock was removed or replaced (is the container being removed?): let go")
+            return
+        }
         retryLater(path, failure ?? ContainerError(.failure, "the watcher stopped"), quietly: false)
         wake.signal()
+    }
+
+    /// Whether `path` is served for being under the root, not for being named.
+    private func isUnderRoot(_ path: [UInt8]) -> Bool {
+        guard let root else { return false }
+        return path.starts(with: root + [0x2F]) && !containers.contains(path)
     }
 
     private func retryLater(_ path: [UInt8], _ error: ContainerError, quietly: Bool) {

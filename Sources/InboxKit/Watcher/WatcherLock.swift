@@ -2,29 +2,21 @@ import AppContainer
 import FoundationEssentials
 import Glibc
 
-/// One watcher per container: an exclusive `flock` on `watch.lock` in the state folder, held for the
-/// watcher's life, with the holder's pid written inside for others to name.
-package final class WatcherLock {
+/// One watcher per container (ARCHITECTURE.md, "One watcher per container"): an exclusive `flock` on `watch.lock`
+/// in the state folder, held for the watcher's life, with the holder's pid written inside for others to name. The
+/// lock is the file, and a second watcher opens the name: so the name is checked to still hold the locked file
+/// once it is taken, and again before each batch (`state`).
+package final class WatcherLock: @unchecked Sendable {
+    // Unchecked: nothing changes after `init`, and the descriptor is only read.
     private let file: FileDescriptor
+    private let path: [UInt8]
 
     static func path(_ container: Container) -> [UInt8] { container.statePath("watch.lock") }
 
     /// Takes the lock, or fails with exit status 75 naming the watcher that holds it.
     init(container: Container) throws(ContainerError) {
-        let path = Self.path(container)
-        do {
-            file = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
-        } catch {
-            throw error.failure("open the watcher lock", path)
-        }
-        do {
-            try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
-        } catch .wouldBlock {
-            let pid = (Self.lockingPid(file.rawValue) ?? Self.writtenPid(file.rawValue)).map(String.init) ?? "unknown"
-            throw ContainerError(.busy, "another watcher (pid \(pid)) holds '\(container.root)'; stop it first")
-        } catch {
-            throw error.failure("lock", path)
-        }
+        path = Self.path(container)
+        file = try Self.take(path, container)
         do {
             // Written over the old pid, then cut to length: the file is never empty for a reader.
             let text = Array("\(getpid())\n".utf8)
@@ -33,6 +25,73 @@ package final class WatcherLock {
         } catch {
             throw error.failure("write the watcher pid to", path)
         }
+    }
+
+    /// Open, lock, then compare: a name unlinked or replaced meanwhile holds another file, which the next watcher
+    /// would lock too, so the name is opened again.
+    private static func take(_ path: [UInt8], _ container: Container) throws(ContainerError) -> FileDescriptor {
+        for _ in 0..<100 {
+            let file = try openLocked(path, container)
+            if state(of: file.rawValue, named: path) == .held { return file }
+        }
+        throw ContainerError(
+            .busy,
+            "'\(String(decoding: path, as: UTF8.self))' keeps being removed or replaced: try again once it holds still")
+    }
+
+    /// Opens the file at `path` and takes its `flock`.
+    private static func openLocked(_ path: [UInt8], _ container: Container) throws(ContainerError) -> FileDescriptor {
+        let file = try open(path)
+        do {
+            try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
+        } catch .wouldBlock {
+            let pid = (lockingPid(file.rawValue) ?? writtenPid(file.rawValue)).map(String.init) ?? "unknown"
+            throw ContainerError(.busy, "another watcher (pid \(pid)) holds '\(container.root)'; stop it first")
+        } catch {
+            throw error.failure("lock", path)
+        }
+        return file
+    }
+
+    private static func open(_ path: [UInt8]) throws(ContainerError) -> FileDescriptor {
+        do {
+            return try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
+        } catch {
+            throw error.failure("open the watcher lock", path)
+        }
+    }
+
+    /// What became of a lock taken.
+    enum State: Equatable {
+        /// The name holds the locked file: no other watcher can take the container.
+        case held
+        /// The file still has a name, but not this one (the container was renamed, or the name could not be read):
+        /// another watcher could take the name, so no batch is handled, but what was begun may be closed.
+        case moved
+        /// The file has no name left (unlinked, or replaced by a rename over it): the container is being removed,
+        /// or another watcher may hold it. Nothing is written in it any more.
+        case lost
+    }
+
+    /// Whether the name still holds the locked file, and whether that file still has a name.
+    var state: State { Self.state(of: file.rawValue, named: path) }
+
+    /// The failure of a watcher whose lock is no longer held (exit status 75, never logged in the container).
+    var lostError: ContainerError {
+        ContainerError(
+            .busy,
+            "the watcher lock '\(String(decoding: path, as: UTF8.self))' was removed or replaced (or the container moved or is being removed), so"
+                + " another watcher may hold the container: this one stops; start it again")
+    }
+
+    /// `fstat` of the locked file against `lstat` of the name: unreadable counts as not held.
+    private static func state(of fd: CInt, named path: [UInt8]) -> State {
+        guard let held = try? FileStatus(system_fstat(fd)) else { return .moved }
+        guard held.linkCount > 0 else { return .lost }
+        guard let named = try? FileStatus(system_lstatat(currentDirectory, path)), named.isSameFile(as: held) else {
+            return .moved
+        }
+        return .held
     }
 
     /// The pid in the lock file; a watcher that has just taken the lock writes it a moment later, so it is
