@@ -3,15 +3,20 @@ import Testing
 
 /// `inbox log` against a log that real commands wrote.
 @Suite struct LogCommandTests {
-    /// A container with one-time setup (run by `init`), three deliveries and one move logged.
-    private func loggedContainer(_ folder: TemporaryFolder) throws -> String {
+    /// A container whose log holds seq 1 to 5: one-time setup (run by `init`), the deliveries of `names` and the
+    /// move of the second.
+    static func loggedContainer(_ folder: TemporaryFolder, _ names: [String] = ["a.txt", "b.txt", "c.txt"]) throws
+        -> String
+    {
         let container = try folder.container()
-        let files = try ["a.txt", "b.txt", "c.txt"].map { try folder.file($0, $0) }
+        let files = try names.map { try folder.file($0, $0) }
         #expect(
             try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
-        #expect(try InboxProcess.run("--container", container, "move", "b.txt").status == 0)
+        #expect(try InboxProcess.run("--container", container, "move", names[1]).status == 0)
         return container
     }
+
+    private func loggedContainer(_ folder: TemporaryFolder) throws -> String { try Self.loggedContainer(folder) }
 
     @Test func jsonPrintsEveryRecordInOrder() throws {
         let folder = try TemporaryFolder()

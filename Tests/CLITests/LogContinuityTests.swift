@@ -1,17 +1,11 @@
 import Foundation
 import Testing
 
-/// The log's seq never goes back (DESIGN §7): a crafted record never sets the counter, a log set aside is followed by
+/// The log's seq never goes back (ARCHITECTURE.md, "The event log"): a crafted record never sets the counter, a log set aside is followed by
 /// one that goes on after the highest valid seq, and `inbox log --follow` follows into it.
 @Suite struct LogContinuityTests {
-    /// A container whose log holds seq 1 to 5: setup, three deliveries and one move.
     private func loggedContainer(_ folder: TemporaryFolder) throws -> String {
-        let container = try folder.container()
-        let files = try ["a.txt", "b.txt", "c.txt"].map { try folder.file($0, $0) }
-        #expect(
-            try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
-        #expect(try InboxProcess.run("--container", container, "move", "b.txt").status == 0)
-        return container
+        try LogCommandTests.loggedContainer(folder)
     }
 
     private func deliver(_ name: String, _ folder: TemporaryFolder, _ container: String) throws {

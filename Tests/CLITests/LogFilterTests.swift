@@ -6,12 +6,7 @@ import Testing
 @Suite struct LogFilterTests {
     /// seq 1 setup, 2–4 delivered a.txt, b.pdf, c.pdf, 5 moved b.pdf.
     private func loggedContainer(_ folder: TemporaryFolder) throws -> String {
-        let container = try folder.container()
-        let files = try ["a.txt", "b.pdf", "c.pdf"].map { try folder.file($0, $0) }
-        #expect(
-            try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
-        #expect(try InboxProcess.run("--container", container, "move", "b.pdf").status == 0)
-        return container
+        try LogCommandTests.loggedContainer(folder, ["a.txt", "b.pdf", "c.pdf"])
     }
 
     private func seqs(_ container: String, _ arguments: String...) throws -> [Int] {

@@ -116,7 +116,7 @@ final class WatchSession {
         }
     }
 
-    /// Logs `watch-started` (DESIGN: once the Inbox is watched, before the start-up scan, so that nothing
+    /// Logs `watch-started` (once the Inbox is watched, before the start-up scan, so that nothing
     /// delivered after the record can be missed), tells systemd (a session of its own) and says so.
     private func announce() throws(ContainerError) {
         let inbox = watcher.inbox
