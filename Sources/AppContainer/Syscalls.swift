@@ -194,9 +194,12 @@ package func system_readdir(_ stream: OpaquePointer) throws(Errno) -> UnsafeMuta
     return nil
 }
 
+/// Never retried, like `close`: the stream is let go whatever it returns.
 @inline(never)
-package func system_closedir(_ stream: OpaquePointer) {
-    closedir(stream)
+package func system_closedir(_ stream: OpaquePointer) throws(Errno) {
+    let fault = plannedFault("closedir")
+    if closedir(stream) == -1 { throw Errno.current }
+    if let fault { throw fault }
 }
 
 @inline(never)
@@ -290,16 +293,17 @@ package func system_takeReadLease(_ fd: CInt) -> Bool? {
     }
 }
 
-/// Whether the read lease taken on `fd` still holds: false once an open for writing has begun to break it.
+/// Whether the read lease taken on `fd` still holds (`F_GETLEASE`): false once an open for writing has begun to
+/// break it.
 @inline(never)
-package func system_readLeaseHeld(_ fd: CInt) -> Bool {
-    inbox_read_lease_held(fd) == 1
+package func system_readLeaseHeld(_ fd: CInt) throws(Errno) -> Bool {
+    try valueOrErrno("fcntl_getlease") { inbox_read_lease_held(fd) } == 1
 }
 
-/// Drops the lease on `fd`, letting an open for writing that waits for it go on.
+/// Drops the lease on `fd` (`F_SETLEASE F_UNLCK`), letting an open for writing that waits for it go on.
 @inline(never)
-package func system_releaseLease(_ fd: CInt) {
-    _ = inbox_release_lease(fd)
+package func system_releaseLease(_ fd: CInt) throws(Errno) {
+    _ = try valueOrErrno("fcntl_setlease") { inbox_release_lease(fd) }
 }
 
 /// `fcntl(F_DUPFD_CLOEXEC, minimum)`: a close-on-exec copy numbered `minimum` or above.

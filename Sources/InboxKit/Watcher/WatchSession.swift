@@ -53,7 +53,9 @@ final class WatchSession {
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
         try AppBundle(container: inbox.container).checkSeal()
         lock = try WatcherLock(container: inbox.container)
-        for unlogged in inbox.recoverInterruptedMoves() { watcher.report(unlogged.message) }
+        for unlogged in inbox.recoverInterruptedMoves(report: { watcher.report($0.message) }) {
+            watcher.report(unlogged.message)
+        }
         // Before the start-up scan, so an import's `delivered` record comes before the file's `arrived`.
         if let unlogged = inbox.repairInterruptedImportsLogging() { watcher.report(unlogged.message) }
         Watcher.ignoreLeaseBreakSignal()
