@@ -4,8 +4,8 @@ import CLinux
 import Glibc
 
 // One Swift function per system call, for this package only. Each reads errno right after the call and
-// throws it as `Errno`; all but `close` retry on EINTR. Each first asks `plannedFault` (SyscallFaults.swift)
-// under a stable name, so tests can make any call fail.
+// throws it as `Errno`; all but `close` and `closedir` retry on EINTR. Each first asks `plannedFault`
+// (SyscallFaults.swift) under a stable name, so tests can make any call fail.
 
 /// The current folder, as a sentinel for the `*at` calls.
 public let currentDirectory: CInt = AT_FDCWD
@@ -382,7 +382,8 @@ package func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
 }
 
 /// `pthread_create`, with default attributes when `attributes` is nil; it returns its error rather than setting errno.
-/// Retried on EINTR like every call of this layer but `close` (POSIX says it never returns it; a test may inject it).
+/// Retried on EINTR like every call of this layer but `close` and `closedir` (POSIX says it never returns it; a test
+/// may inject it).
 @inline(never)
 package func system_pthread_create(
     _ start: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?,
