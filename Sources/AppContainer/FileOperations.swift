@@ -46,7 +46,8 @@ extension FileDescriptor {
             try? system_close(copy)
             throw error
         }
-        defer { system_closedir(stream) }
+        // A stream that fails to close is let go all the same, and reading a folder changed nothing to lose.
+        defer { try? system_closedir(stream) }
         while let entry = try system_readdir(stream) {
             let bytes = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
                 Array(raw.prefix(while: { $0 != 0 }))

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 import Synchronization
 
@@ -10,7 +11,10 @@ import Synchronization
     /// counted over every wrapper or only over those named `only`) with `error`. `forcing` fails the first call
     /// of its name too, uncounted, to steer the operation down a path (EXDEV into `renameat2`: the copy).
     /// An `inherited` plan is in force on the threads `startDetachedThread` starts under it too (a syncer's,
-    /// whose failures a test can then reach on their own threads), counted together.
+    /// whose failures a test can then reach on their own threads), counted together. A `threaded` one (inherited)
+    /// leaves the watcher's worker threads running as threads (ARCHITECTURE.md, "The syscall layer"), and a plan
+    /// with a `lane` counts and fails only the calls of the threads of that name (`inbox-sync`), whose order is
+    /// their own whatever the others do.
     package final class SyscallFaultPlan: Sendable {
         package let failing: Int?
         package let only: String?
@@ -21,6 +25,10 @@ import Synchronization
         /// A second fault, counted apart: the `call`th call of `name` fails with `error`.
         package let also: (name: String, call: Int, error: Errno)?
         package let inherited: Bool
+        /// Whether the watcher's worker threads (`SideThread`, `FolderSyncer`) run as threads, not inline.
+        package let threaded: Bool
+        /// The name of the threads whose calls are counted (as `startDetachedThread` named them); nil: every thread's.
+        package let lane: String?
 
         private struct Counts {
             var forced = false
@@ -38,7 +46,8 @@ import Synchronization
         package init(
             failing: Int? = nil, only: String? = nil, with error: Errno = .ioError,
             forcing: (name: String, error: Errno)? = nil, crashing: Bool = false,
-            also: (name: String, call: Int, error: Errno)? = nil, inherited: Bool = false
+            also: (name: String, call: Int, error: Errno)? = nil, inherited: Bool = false, threaded: Bool = false,
+            lane: String? = nil
         ) {
             self.failing = failing
             self.only = only
@@ -46,8 +55,14 @@ import Synchronization
             self.forcing = forcing
             self.crashing = crashing
             self.also = also
-            self.inherited = inherited
+            self.inherited = inherited || threaded
+            self.threaded = threaded
+            self.lane = lane
         }
+
+        /// Whether a plan in force on the calling thread has the watcher's worker threads run their jobs inline, on
+        /// the calling thread, one order of the two, so that a sweep counts every call in one order.
+        package static var runsWorkersInline: Bool { current.map { !$0.threaded } ?? false }
 
         /// The plan `INBOX_CRASH_AT_CALL=N` asks of the command-line tool: die at its Nth call, for the crash
         /// tests. Nil when the variable is not set.
@@ -78,6 +93,7 @@ import Synchronization
         }
 
         fileprivate func next(_ name: StaticString) -> Errno? {
+            if let lane, Self.threadName() != lane { return nil }
             let name = name.description
             let (fault, crash) = counts.withLock { counts -> (Errno?, Bool) in
                 if let forcing, !counts.forced, forcing.name == name {
@@ -97,6 +113,13 @@ import Synchronization
             }
             if crash { kill(getpid(), SIGKILL) }
             return fault
+        }
+
+        /// The calling thread's name, as `ps` shows it: what a `lane` names.
+        package static func threadName() -> String {
+            var buffer = [CChar](repeating: 0, count: 16)
+            guard inbox_thread_name(&buffer) == 0 else { return "" }
+            return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
 
         private static let key: pthread_key_t = {

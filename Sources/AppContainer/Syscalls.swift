@@ -4,8 +4,8 @@ import CLinux
 import Glibc
 
 // One Swift function per system call, for this package only. Each reads errno right after the call and
-// throws it as `Errno`; all but `close` retry on EINTR. Each first asks `plannedFault` (SyscallFaults.swift)
-// under a stable name, so tests can make any call fail.
+// throws it as `Errno`; all but `close` and `closedir` retry on EINTR. Each first asks `plannedFault`
+// (SyscallFaults.swift) under a stable name, so tests can make any call fail.
 
 /// The current folder, as a sentinel for the `*at` calls.
 public let currentDirectory: CInt = AT_FDCWD
@@ -202,9 +202,12 @@ package func system_readdir(_ stream: OpaquePointer) throws(Errno) -> UnsafeMuta
     return nil
 }
 
+/// Never retried, like `close`: the stream is let go whatever it returns.
 @inline(never)
-package func system_closedir(_ stream: OpaquePointer) {
-    closedir(stream)
+package func system_closedir(_ stream: OpaquePointer) throws(Errno) {
+    let fault = plannedFault("closedir")
+    if closedir(stream) == -1 { throw Errno.current }
+    if let fault { throw fault }
 }
 
 @inline(never)
@@ -298,16 +301,17 @@ package func system_takeReadLease(_ fd: CInt) -> Bool? {
     }
 }
 
-/// Whether the read lease taken on `fd` still holds: false once an open for writing has begun to break it.
+/// Whether the read lease taken on `fd` still holds (`F_GETLEASE`): false once an open for writing has begun to
+/// break it.
 @inline(never)
-package func system_readLeaseHeld(_ fd: CInt) -> Bool {
-    inbox_read_lease_held(fd) == 1
+package func system_readLeaseHeld(_ fd: CInt) throws(Errno) -> Bool {
+    try valueOrErrno("fcntl_getlease") { inbox_read_lease_held(fd) } == 1
 }
 
-/// Drops the lease on `fd`, letting an open for writing that waits for it go on.
+/// Drops the lease on `fd` (`F_SETLEASE F_UNLCK`), letting an open for writing that waits for it go on.
 @inline(never)
-package func system_releaseLease(_ fd: CInt) {
-    _ = inbox_release_lease(fd)
+package func system_releaseLease(_ fd: CInt) throws(Errno) {
+    _ = try valueOrErrno("fcntl_setlease") { inbox_release_lease(fd) }
 }
 
 /// `fcntl(F_DUPFD_CLOEXEC, minimum)`: a close-on-exec copy numbered `minimum` or above.
@@ -386,7 +390,8 @@ package func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
 }
 
 /// `pthread_create`, with default attributes when `attributes` is nil; it returns its error rather than setting errno.
-/// Retried on EINTR like every call of this layer but `close` (POSIX says it never returns it; a test may inject it).
+/// Retried on EINTR like every call of this layer but `close` and `closedir` (POSIX says it never returns it; a test
+/// may inject it).
 @inline(never)
 package func system_pthread_create(
     _ start: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer?,

@@ -53,7 +53,10 @@ int inbox_unshare_fs(void) {
 
 int inbox_take_read_lease(int fd) { return fcntl(fd, F_SETLEASE, F_RDLCK); }
 
-int inbox_read_lease_held(int fd) { return fcntl(fd, F_GETLEASE) == F_RDLCK; }
+int inbox_read_lease_held(int fd) {
+    int lease = fcntl(fd, F_GETLEASE);
+    return lease == -1 ? -1 : lease == F_RDLCK;
+}
 
 int inbox_release_lease(int fd) { return fcntl(fd, F_SETLEASE, F_UNLCK); }
 
@@ -79,6 +82,10 @@ int inbox_set_no_new_privs(void) {
 
 int inbox_set_thread_name(const char *name) {
     return pthread_setname_np(pthread_self(), name);
+}
+
+int inbox_thread_name(char *name) {
+    return pthread_getname_np(pthread_self(), name, 16);
 }
 
 static _Thread_local int thread_is_batch;

@@ -21,20 +21,31 @@ struct FaultSweep<Context> {
         error != .crossDevice || ["renameat2", "linkat", "copy_file_range"].contains(call)
     }
 
-    /// Runs the sweep; returns how many faulty runs it made (and prints it, with `label`).
+    /// Runs the sweep; returns how many faulty runs it made (and prints it, with `label`). With `collapsingRepeats`,
+    /// of calls of one name in a row (a loop's) only the first and the last are made to fail. With a `lane`, the
+    /// watcher's worker threads run as threads, and only the calls of the threads of that name are counted and
+    /// failed (`SyscallFaultPlan.lane`): how many a run makes there may differ from the counting run's.
     @discardableResult
     func run(
         _ label: String, only: String? = nil, errors: [Errno] = Self.errors,
-        forcing: (name: String, error: Errno)? = nil
+        forcing: (name: String, error: Errno)? = nil, collapsingRepeats: Bool = false, lane: String? = nil
     ) throws -> Int {
-        let counting = SyscallFaultPlan(only: only, forcing: forcing)
+        let counting = SyscallFaultPlan(only: only, forcing: forcing, threaded: lane != nil, lane: lane)
         try once(counting)
         let calls = counting.calls
         #expect(!calls.isEmpty, "\(label): the operation made no counted call")
         var runs = 0
         for (offset, call) in calls.enumerated() {
+            if collapsingRepeats, offset > 0, offset < calls.count - 1, calls[offset - 1] == call,
+                calls[offset + 1] == call
+            {
+                continue
+            }
             for error in errors where Self.fits(error, call) {
-                try once(SyscallFaultPlan(failing: offset + 1, only: only, with: error, forcing: forcing))
+                try once(
+                    SyscallFaultPlan(
+                        failing: offset + 1, only: only, with: error, forcing: forcing, threaded: lane != nil,
+                        lane: lane))
                 runs += 1
             }
         }
@@ -66,11 +77,12 @@ func expectClearError(
         "\(plan.summary): unclear error: \(error.message)", sourceLocation: sourceLocation)
 }
 
-/// An injected EINTR is retried by every wrapper but `close`: the operation must succeed.
+/// An injected EINTR is retried by every wrapper but `close` and `closedir`: the operation must succeed.
 func expectRetriedInterrupt(
     _ outcome: Result<Void, any Error>, _ plan: SyscallFaultPlan, sourceLocation: SourceLocation = #_sourceLocation
 ) {
-    guard plan.error == .interrupted, let injected = plan.injected, injected.name != "close" else { return }
+    let unretried = ["close", "closedir"]
+    guard plan.error == .interrupted, let injected = plan.injected, !unretried.contains(injected.name) else { return }
     if case .failure(let error) = outcome, !["readdir", "fdopendir", "realpath", "getcwd"].contains(injected.name) {
         Issue.record("\(plan.summary): EINTR was not retried: \(error)", sourceLocation: sourceLocation)
     }

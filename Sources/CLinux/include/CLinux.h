@@ -45,7 +45,7 @@ int inbox_unshare_fs(void);
 /// Takes and at once drops a read lease on `fd`: 0 when nobody has the file open for writing,
 /// -1 with errno EAGAIN when someone has, -1 with another errno when leases are unavailable.
 /// Read leases: take one (-1 with EAGAIN when the file is open for writing), ask whether it still holds (0
-/// once an open for writing is breaking it), and drop it.
+/// once an open for writing is breaking it, -1 with errno when that cannot be read), and drop it.
 int inbox_take_read_lease(int fd);
 int inbox_read_lease_held(int fd);
 int inbox_release_lease(int fd);
@@ -83,6 +83,8 @@ int inbox_set_no_new_privs(void);
 
 /// pthread_setname_np(pthread_self(), name): the calling thread's name as ps and top show it (at most 15 bytes).
 int inbox_set_thread_name(const char *name);
+/// pthread_getname_np(pthread_self(), ...): the calling thread's name, into `name` (16 bytes with its NUL).
+int inbox_thread_name(char *name);
 /// sched_setscheduler(0, SCHED_BATCH) when `batch` (the calling thread, once woken, waits for the running thread's
 /// turn to end instead of preempting it), else SCHED_OTHER. 0, or -1 with errno.
 int inbox_set_thread_batch(int batch);

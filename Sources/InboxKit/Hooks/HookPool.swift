@@ -30,7 +30,7 @@ enum HookPool {
         for _ in 0..<max(1, min(jobs, work.count)) {
             done.enter()
             do throws(Errno) {
-                try startDetachedThread(worker)
+                try startDetachedThread(name: "inbox-hook", worker)
             } catch {
                 worker()  // no thread to be had: this one takes its share
             }

@@ -7,8 +7,9 @@ extension Inbox {
     /// rolled back, the item under its name in the Inbox again (logged `recovered`). An intent that cannot be
     /// read or settled now (a folder cannot be opened, a rename fails) stays for the next try; one that no mover
     /// of ours wrote is set aside (`<name>.intent.refused`), untouched and never acted on. Each is logged `error`.
-    /// Returns the failures the log could not take (the log failing too), for the caller to report another way.
-    public func recoverInterruptedMoves() -> [ContainerError] {
+    /// `report` is given each failure the log took, for a line on stderr; the failures the log could not take (the
+    /// log failing too) are returned, for the caller to report another way.
+    public func recoverInterruptedMoves(report: (ContainerError) -> Void = { _ in }) -> [ContainerError] {
         let journal = MoveJournal(container: container)
         var unlogged: [ContainerError] = []
         journal.forEachAbandoned { finding in
@@ -20,14 +21,14 @@ extension Inbox {
                         intent, inboxFolder: try container.openFolder(.inbox),
                         documents: try container.openFolder(.documents))
                 } catch {
-                    logRecoveryError(error, path: loggedPath(.inbox, intent.name), unlogged: &unlogged)
+                    logRecoveryError(error, path: loggedPath(.inbox, intent.name), unlogged: &unlogged, report: report)
                     guard error.code == .badData else { return }
                     do throws(Errno) {
                         try journal.setAside(record.recordName)
                     } catch {
                         logRecoveryError(
                             error.failure("set aside the move journal entry", journal.directory), path: entry,
-                            unlogged: &unlogged)
+                            unlogged: &unlogged, report: report)
                     }
                     return
                 }
@@ -37,10 +38,10 @@ extension Inbox {
                     // Settled: the intent left is settled again at the next try, as nothing.
                     logRecoveryError(
                         error.failure("end the move journal intent in", journal.directory), path: entry,
-                        unlogged: &unlogged)
+                        unlogged: &unlogged, report: report)
                 }
             case .failed(let recordName, let error):
-                logRecoveryError(error, path: journalEntryPath(recordName), unlogged: &unlogged)
+                logRecoveryError(error, path: journalEntryPath(recordName), unlogged: &unlogged, report: report)
             }
         }
         return unlogged
@@ -52,9 +53,11 @@ extension Inbox {
         Array((Container.stateRelativePath + "/journal").utf8) + (recordName.map { [0x2F] + $0.bytes } ?? [])
     }
 
-    /// Logs `error` as an `error` record; when the log fails too, both go into `unlogged` as one error (the log's
-    /// code and errno). What recovery does with the entry is the same either way.
-    private func logRecoveryError(_ error: ContainerError, path: [UInt8], unlogged: inout [ContainerError]) {
+    /// Logs `error` as an `error` record and gives it to `report`; when the log fails too, both go into `unlogged`
+    /// as one error (the log's code and errno). What recovery does with the entry is the same either way.
+    private func logRecoveryError(
+        _ error: ContainerError, path: [UInt8], unlogged: inout [ContainerError], report: (ContainerError) -> Void
+    ) {
         do {
             _ = try log.append(
                 Event(
@@ -63,6 +66,7 @@ extension Inbox {
                         "during": .string("recover a move"), "path": .path(path),
                         "errno": .int(Int64(error.cause?.rawValue ?? 0)), "message": .string(error.message),
                     ]))
+            report(error)
         } catch let logFailure {
             unlogged.append(
                 ContainerError(
@@ -102,7 +106,16 @@ extension Inbox {
         guard let identity = intent.identity, try !movedLogged(intent, identity) else { return }
         if let linked = intent.linked, try present(linked, in: documents, intent) {
             try logRecoveredMove(intent, to: linked)
-        } else if intent.claim == nil, let moved = find(identity, in: documents, near: intent.name) {
+        } else if intent.claim == nil {
+            // Renamed, or not: only Documents read to the end tells. A failure to read it leaves the intent, to be
+            // tried again, never taken for "not renamed" (the file would stay in Documents without its record).
+            let found: FileName?
+            do {
+                found = try find(identity, in: documents, near: intent.name)
+            } catch {
+                throw error.failure("look in Documents for", itemPath(intent.name))
+            }
+            guard let moved = found else { return }
             // Renamed: the write bit may not have come back before the crash. Given first, so that a failure leaves
             // the intent, to be tried again.
             do {
@@ -165,17 +178,22 @@ extension Inbox {
     }
 
     /// The name in Documents of the file `identity` names (device and inode): the names a clash would give
-    /// `name` first, then every entry.
-    func find(_ identity: Identity, in documents: borrowing FileDescriptor, near name: FileName) -> FileName? {
+    /// `name` first, then every entry; nil when no name holds it. Only "no such file" means a name does not: any
+    /// other failure to read Documents throws, as it cannot tell.
+    func find(_ identity: Identity, in documents: borrowing FileDescriptor, near name: FileName) throws(Errno)
+        -> FileName?
+    {
         for attempt in ClashNaming.attempts().prefix(120) {
             let candidate = ClashNaming.documents.candidate(for: name, attempt: attempt)
-            if let status = try? fileStatus(in: documents.rawValue, candidate), identity.isSameFile(as: status) {
+            if let status = try fileStatusIfPresent(in: documents.rawValue, candidate), identity.isSameFile(as: status)
+            {
                 return candidate
             }
         }
         var found: FileName?
-        try? documents.forEachEntry { entry throws(Errno) in
-            if let status = try? fileStatus(in: documents.rawValue, entry), identity.isSameFile(as: status) {
+        try documents.forEachEntry { entry throws(Errno) in
+            // An entry gone since it was read is passed over, as it would have been had it gone before.
+            if let status = try fileStatusIfPresent(in: documents.rawValue, entry), identity.isSameFile(as: status) {
                 found = entry
             }
             return found == nil

@@ -16,10 +16,12 @@ extension ArrivalPipeline {
         var pending: Pending { Pending(identity: identity, disposition: disposition) }
     }
 
-    /// A disposition that failed, waiting to be tried again: the item is read again then.
+    /// A disposition that failed, waiting to be tried again: the item is read again then. One whose recovery could
+    /// not tell where the item is (`recovering`) is tried again as that recovery: it may be in Documents already.
     struct Pending {
         let identity: Identity
         let disposition: Disposition
+        var recovering = false
     }
 
     var mover: Mover { Mover(inbox: inbox, inboxFolder: inboxFolder, documents: documents) }
@@ -121,6 +123,10 @@ extension ArrivalPipeline {
     func retryFailedDispositions() -> EncodedEvents {
         var records = EncodedEvents()
         for (name, entry) in failed.due() {
+            if entry.payload.recovering {
+                finish(name, id: entry.payload.identity, entry.payload.disposition, to: &records)
+                continue
+            }
             let status: FileStatus?
             do {
                 status = try fileStatusIfPresent(in: inboxFolder.rawValue, name)

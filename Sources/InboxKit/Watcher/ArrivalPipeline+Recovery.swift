@@ -55,23 +55,26 @@ extension ArrivalPipeline {
         try commitApplied(finished)
     }
 
-    /// Applies an interrupted disposition, or records the one the disk already holds.
-    private func finish(_ name: FileName, id: Identity, _ disposition: Disposition, to records: inout EncodedEvents) {
+    /// Applies an interrupted disposition, or records the one the disk already holds. What cannot be read now is
+    /// tried again later as this recovery (`Pending.recovering`), and kept in the checkpoint for the next start.
+    func finish(_ name: FileName, id: Identity, _ disposition: Disposition, to records: inout EncodedEvents) {
+        let unsettled = Pending(identity: id, disposition: disposition, recovering: true)
         let status: FileStatus?
         do {
             status = try fileStatusIfPresent(in: inboxFolder.rawValue, name)
         } catch {
-            // Cannot tell now: tried again later, as a failed disposition.
             fail(during: "read", name, error, folder: loggedInbox, to: &records)
-            failed.schedule(name, Pending(identity: id, disposition: disposition))
+            failed.schedule(name, unsettled)
             return
         }
         if let status, Identity(status) == id {
+            failed.remove(name)
             let decided = Decided(name: name, status: status, disposition: disposition)
             if apply(decided, reason: "recovered", to: &records).left { arrived.remove(id) }
             return
         }
         if disposition == .delete {
+            failed.remove(name)
             // Decided, logged, and gone: the unlink happened before the crash (an aside was put back above).
             arrived.remove(id)
             records.begin(.deleted)
@@ -82,8 +85,17 @@ extension ArrivalPipeline {
             return
         }
         // The rename happened before the crash: find the name it took in Documents by its inode, and give it the
-        // write bit the crash may have come before.
-        if let moved = inbox.find(id, in: documents.descriptor, near: name) {
+        // write bit the crash may have come before. Documents that cannot be read is never taken for "not there".
+        let found: FileName?
+        do {
+            found = try inbox.find(id, in: documents.descriptor, near: name)
+        } catch {
+            fail(during: "look in Documents for", name, error, folder: loggedInbox, to: &records)
+            failed.schedule(name, unsettled)
+            return
+        }
+        failed.remove(name)
+        if let moved = found {
             arrived.remove(id)
             records.appendMoved(
                 from: name, to: moved, reason: "recovered", identity: id, inbox: loggedInbox,

@@ -80,9 +80,18 @@ extension ArrivalPipeline {
             busy.schedule(name, ())
             return nil
         }
-        defer { if leased == true { system_releaseLease(file.rawValue) } }
+        // A lease that fails to be let go here goes with the file's close, once its batch is done: a writer that
+        // waits for it waits until then, and nothing is lost.
+        defer { if leased == true { try? system_releaseLease(file.rawValue) } }
         let prepared = try body()
-        if leased == true && !system_readLeaseHeld(file.rawValue) {
+        guard leased == true else { return prepared }
+        let held: Bool
+        do {
+            held = try system_readLeaseHeld(file.rawValue)
+        } catch {
+            throw error.failure("see whether a writer opened", inbox.itemPath(name))
+        }
+        if !held {
             busy.schedule(name, ())
             return nil
         }

@@ -104,8 +104,9 @@ final class FolderSyncer: Sendable {
     /// Hands `batch` in; never waits, but on a syncer stopped already, which does it on the calling thread.
     func submit(_ batch: Batch) {
         #if DEBUG
-            // A test's fault plan counts one thread's calls in order: the batch is done here, now.
-            if SyscallFaultPlan.current != nil {
+            // A test's fault plan counts one thread's calls in order: the batch is done here, now (but for a
+            // `threaded` plan).
+            if SyscallFaultPlan.runsWorkersInline {
                 Self.run([batch])
                 return
             }

@@ -55,7 +55,9 @@ final class WatchSession {
         let lock = try WatcherLock(container: inbox.container)
         self.lock = lock
         watcher.lock.withLock { $0 = lock }
-        for unlogged in inbox.recoverInterruptedMoves() { watcher.report(unlogged.message) }
+        for unlogged in inbox.recoverInterruptedMoves(report: { watcher.report($0.message) }) {
+            watcher.report(unlogged.message)
+        }
         // Before the start-up scan, so an import's `delivered` record comes before the file's `arrived`.
         if let unlogged = inbox.repairInterruptedImportsLogging() { watcher.report(unlogged.message) }
         Watcher.ignoreLeaseBreakSignal()
