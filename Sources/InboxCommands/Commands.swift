@@ -257,7 +257,8 @@ struct WatchCommand: Command {
         }
         let watcher = Watcher(inbox: try Inbox(containerPath: containerPath), options: options)
         try serve(
-            lines: lines != nil, stop: watcher.stop, catchSignals: watcher.stopOnTerminationSignals, run: watcher.run)
+            lines: lines != nil, stop: watcher.stop, catchSignals: watcher.stopOnTerminationSignals,
+            run: watcher.runBlocking)
     }
 
     /// Runs a watcher or a fleet until SIGTERM or SIGINT, or, with `lines`, until the reader of stdout is gone.

@@ -31,7 +31,7 @@ enum Demo {
         let failure = Mutex<ContainerError?>(nil)
         do throws(Errno) {
             try startDetachedThread {
-                do throws(ContainerError) { try watcher.run() } catch { failure.withLock { $0 = error } }
+                do throws(ContainerError) { try watcher.runBlocking() } catch { failure.withLock { $0 = error } }
                 finished.signal()
             }
         } catch {

@@ -80,7 +80,7 @@ extension WatcherLibraryTests {
         let watcher = Watcher(inbox: scratch.inbox)
         let finished = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
-            _ = try? watcher.run()
+            _ = try? watcher.runBlocking()
             finished.signal()
         }
         let deadline = ContinuousClock.now + .seconds(20)

@@ -156,7 +156,7 @@ import Testing
         options.once = true
         options.report = { line in reports.withLock { $0.append(line) } }
         let plan = logFull()
-        try plan.run { try Watcher(inbox: scratch.inbox, options: options).run() }
+        try plan.run { try Watcher(inbox: scratch.inbox, options: options).runBlocking() }
 
         #expect(plan.injected?.name == "write", "\(plan.summary)")
         let lines = reports.withLock { $0 }.filter { $0.contains("the event log cannot record it") }

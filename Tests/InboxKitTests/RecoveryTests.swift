@@ -282,7 +282,7 @@ import Testing
         let handler = CountingHandler()
         var options = WatchOptions()
         options.once = true
-        try Watcher(inbox: scratch.inbox, options: options, handler: handler).run()
+        try Watcher(inbox: scratch.inbox, options: options, handler: handler).runBlocking()
 
         #expect(handler.asked.withLock { $0 } == ["new.txt"], "only the new arrival is asked")
         #expect(try scratch.inboxEntries() == ["asked.txt"], "kept: its answer never reached the log")

@@ -16,7 +16,7 @@ import Testing
         _ = try scratch.inbox.deliver(data: Data("kept\n".utf8), suggestedName: "kept.txt")
         var options = WatchOptions()
         options.once = true
-        try Watcher(inbox: scratch.inbox, options: options).run()
+        try Watcher(inbox: scratch.inbox, options: options).runBlocking()
         for item in ["new.txt", "decided.txt", "asked.txt"] {
             _ = try scratch.inbox.deliver(data: Data(item.utf8), suggestedName: item)
         }

@@ -12,7 +12,7 @@ import Testing
         var options = WatchOptions()
         options.once = true
         options.cleanInterval = nil
-        try Watcher(inbox: inbox, options: options).run()
+        try Watcher(inbox: inbox, options: options).runBlocking()
     }
 
     var logPath: (Scratch) -> String { { $0.container.stateDirectory + "/events.jsonl" } }

@@ -213,7 +213,7 @@ final class RunningWatcher {
             }
         } else {
             Thread.detachNewThread {
-                do { try watcher.run() } catch { failure.update { $0 = "\(error)" } }
+                do { try watcher.runBlocking() } catch { failure.update { $0 = "\(error)" } }
                 finished.signal()
             }
         }

@@ -49,7 +49,9 @@ import Testing
         options.hookTimeout = .seconds(5)
         let deadline = ContinuousClock.now + .seconds(30)
         while true {
-            let outcome = Result { () throws(ContainerError) in try Watcher(inbox: inbox, options: options).run() }
+            let outcome = Result { () throws(ContainerError) in
+                try Watcher(inbox: inbox, options: options).runBlocking()
+            }
             // A child another test spawns may hold the watcher lock's descriptor for a moment.
             guard case .failure(let error) = outcome, error.code == .busy, ContinuousClock.now < deadline else {
                 return try outcome.get()

@@ -42,7 +42,9 @@ import Testing
         // moment, which says nothing of the fault.
         let deadline = ContinuousClock.now + .seconds(30)
         while true {
-            let outcome = Result { () throws(ContainerError) in try Watcher(inbox: inbox, options: options).run() }
+            let outcome = Result { () throws(ContainerError) in
+                try Watcher(inbox: inbox, options: options).runBlocking()
+            }
             guard case .failure(let error) = outcome, error.code == .busy, ContinuousClock.now < deadline else {
                 return try outcome.get()
             }

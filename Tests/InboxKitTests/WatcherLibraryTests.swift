@@ -29,7 +29,7 @@ import Testing
         let finished = DispatchSemaphore(value: 0)
         let failure = Mutex<ContainerError?>(nil)
         Thread.detachNewThread {
-            do throws(ContainerError) { try watcher.run() } catch { failure.withLock { $0 = error } }
+            do throws(ContainerError) { try watcher.runBlocking() } catch { failure.withLock { $0 = error } }
             finished.signal()
         }
         let streamed = Task {
@@ -99,7 +99,7 @@ import Testing
         options.once = true
         options.cleanInterval = nil
 
-        try Watcher(inbox: scratch.inbox, options: options, handler: handler).run()
+        try Watcher(inbox: scratch.inbox, options: options, handler: handler).runBlocking()
 
         // The disposition was for the original, which the overwrite destroyed: the replacement is untouched.
         #expect(try scratch.inboxEntries() == ["a.txt"])
@@ -108,7 +108,7 @@ import Testing
         #expect(try scratch.inbox.log.records(kinds: ["moved", "deleted"]).isEmpty)
 
         // At the next look it arrives in its own right and is handled.
-        try Watcher(inbox: scratch.inbox, options: options, handler: handler).run()
+        try Watcher(inbox: scratch.inbox, options: options, handler: handler).runBlocking()
         #expect(try readFile(scratch.documentsPath("a.txt")) == Array("the replacement\n".utf8))
         let arrived = try scratch.inbox.log.records(kinds: ["arrived"]).compactMap { $0.fields["id"] }
         let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["id"] }
@@ -126,7 +126,7 @@ import Testing
         options.once = true
         options.cleanInterval = nil
 
-        try Watcher(inbox: scratch.inbox, options: options).run()
+        try Watcher(inbox: scratch.inbox, options: options).runBlocking()
 
         #expect(try scratch.inboxEntries() == ["b-1.txt", "b.txt"])
         #expect(try readFile(scratch.inboxPath("b-1.txt")) == Array("aside\n".utf8))
@@ -144,7 +144,7 @@ import Testing
         let finished = watchers.map { _ in DispatchSemaphore(value: 0) }
         for (watcher, done) in zip(watchers, finished) {
             Thread.detachNewThread {
-                try? watcher.run()
+                try? watcher.runBlocking()
                 done.signal()
             }
         }

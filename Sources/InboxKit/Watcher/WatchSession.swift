@@ -4,7 +4,7 @@ import Glibc
 import Synchronization
 
 /// One run of a watcher, in turns (ARCHITECTURE.md, "Many containers"): `open` checks and takes the container and
-/// logs `watch-started`, each `turn` handles what is queued or due, `close` logs `watch-stopped`. `Watcher.run`
+/// logs `watch-started`, each `turn` handles what is queued or due, `close` logs `watch-stopped`. `Watcher.runBlocking`
 /// takes the turns on its own thread; a `WatchPool` takes those of many watchers on a few shared threads.
 final class WatchSession {
     let watcher: Watcher

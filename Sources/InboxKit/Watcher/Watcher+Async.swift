@@ -18,14 +18,14 @@ extension Watcher {
         self.init(inbox: inbox, options: options, handler: AwaitedHandler(handler: asyncHandler))
     }
 
-    /// Runs as `run()` does, on a thread of its own, so the calling task's thread stays free (for a task that reads
+    /// Runs as `runBlocking()` does, on a thread of its own, so the calling task's thread stays free (for a task that reads
     /// `arrivals`, say). Cancelling the task stops the watcher as `stop()` does.
     public func run() async throws(ContainerError) {
         let outcome: Result<Void, ContainerError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 do throws(Errno) {
                     try startDetachedThread { [self] in
-                        continuation.resume(returning: Result { () throws(ContainerError) in try run() })
+                        continuation.resume(returning: Result { () throws(ContainerError) in try runBlocking() })
                     }
                 } catch {
                     continuation.resume(returning: .failure(error.failure("start a thread for", "the watcher")))

@@ -109,7 +109,7 @@ public final class Watcher: Sendable {
     }
 
     /// A watcher of `inbox`. `handler`, when given, decides every arrival; else `options.exec`, else
-    /// `options.onArrival`. Nothing runs until `run()`.
+    /// `options.onArrival`. Nothing runs until `run()` (or `runBlocking()`).
     public init(inbox: Inbox, options: WatchOptions = WatchOptions(), handler: (any ArrivalHandler)? = nil) {
         self.inbox = inbox
         self.options = options
@@ -142,9 +142,10 @@ public final class Watcher: Sendable {
         options.streamsArrivals || options.onSettled != nil
     }
 
-    /// Runs until `stop()` (or, with `once`, until the Inbox has been handled). Only one watcher runs per
-    /// container: a second fails with exit status 75. A failure that ends the run is logged in the container.
-    public func run() throws(ContainerError) {
+    /// Runs on the calling thread until `stop()` (or, with `once`, until the Inbox has been handled); `run() async`
+    /// runs the same on a thread of its own. Only one watcher runs per container: a second fails with exit status
+    /// 75. A failure that ends the run is logged in the container.
+    public func runBlocking() throws(ContainerError) {
         defer { signalCatch.release() }
         let session: WatchSession
         do {
