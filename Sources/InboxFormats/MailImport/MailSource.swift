@@ -29,8 +29,15 @@ enum MailSource {
     /// exist is exit status 66.
     static func named(_ argument: [UInt8]) throws(ContainerError) -> MailSource {
         guard argument != [UInt8(ascii: "-")] else { return .standardInput }
-        let path = argument.first == UInt8(ascii: "/") ? argument : currentWorkingDirectory() + [0x2F] + argument
         let shown = Self.shown(argument)
+        var path = argument
+        if argument.first != UInt8(ascii: "/") {
+            do {
+                path = try system_getcwd() + [0x2F] + argument
+            } catch {
+                throw error.failure("read the working folder to find", shown)
+            }
+        }
         // Followed if a link: the source is the user's to name.
         let file = try open(shown: argument) { () throws(Errno) in try FileDescriptor(path, [.readOnly]) }
         let status: FileStatus
@@ -202,11 +209,5 @@ enum MailSource {
         case .regular, .unknown: what = "not a regular file"
         }
         return what + ", not a message file"
-    }
-
-    private static func currentWorkingDirectory() -> [UInt8] {
-        guard let cwd = getcwd(nil, 0) else { return Array(".".utf8) }
-        defer { free(cwd) }
-        return Array(UnsafeRawBufferPointer(start: cwd, count: strlen(cwd)))
     }
 }
