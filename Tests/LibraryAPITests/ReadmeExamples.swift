@@ -9,7 +9,8 @@ import Testing
 /// README, "The library: a hook for mail-import code", the first example.
 func deliveryExample(containerPath: String, attachments: [(name: String, bytes: Data)], invoicePath: String) throws {
     let hiName = FileName("hi.txt")!
-    let inbox = try Inbox(containerPath: containerPath)
+    // The container, made (or completed) from code as `inbox init` does; `Inbox(containerPath:)` opens one.
+    let inbox = try Inbox(container: try Container.create(at: containerPath, appName: "Mail"))
 
     // A mail importer hands each attachment over (here `attachments: [(name: String, bytes: Data)]`). When
     // deliver returns, the file and the Inbox folder are on disk (fsynced): the importer may delete its copy.
@@ -96,15 +97,17 @@ func importExample(containerPath: String, messageBytes: Data, mailboxPath: Strin
     }
 
     @Test func theDeliveryExampleRuns() throws {
-        let (container, folder) = try scratch()
+        let folder = try scratch().folder
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let invoice = folder + "/invoice.pdf"
         try Data("%PDF-1.4 invoice\n".utf8).write(to: URL(fileURLWithPath: invoice))
+        let root = folder + "/made-by-the-example"
         try deliveryExample(
-            containerPath: container.root, attachments: [("notes.txt", Data("notes\n".utf8))], invoicePath: invoice)
-        let inbox = try FileManager.default.contentsOfDirectory(atPath: container.root + "/Documents/Inbox").sorted()
+            containerPath: root, attachments: [("notes.txt", Data("notes\n".utf8))], invoicePath: invoice)
+        #expect(FileManager.default.fileExists(atPath: root + "/Mail.app"), "the example made the container")
+        let inbox = try FileManager.default.contentsOfDirectory(atPath: root + "/Documents/Inbox").sorted()
         #expect(inbox == ["hi.txt", "notes.txt"])
-        let edited = try FileManager.default.contentsOfDirectory(atPath: container.root + "/Documents").sorted()
+        let edited = try FileManager.default.contentsOfDirectory(atPath: root + "/Documents").sorted()
         #expect(edited == ["Inbox", "invoice-1.pdf", "invoice.pdf"], "both invoices moved out before editing")
     }
 
