@@ -47,17 +47,7 @@ import Testing
         options.jobs = 2
         // A fault that left a hook waiting would cost its timeout: kept short.
         options.hookTimeout = .seconds(5)
-        let deadline = ContinuousClock.now + .seconds(30)
-        while true {
-            let outcome = Result { () throws(ContainerError) in
-                try Watcher(inbox: inbox, options: options).runBlocking()
-            }
-            // A child another test spawns may hold the watcher lock's descriptor for a moment.
-            guard case .failure(let error) = outcome, error.code == .busy, ContinuousClock.now < deadline else {
-                return try outcome.get()
-            }
-            usleep(10_000)
-        }
+        try WatcherFaultTests.runRetryingBusy(inbox, options)
     }
 
     static func sweep(lane: String, tally: Tally) -> FaultSweep<World> {
