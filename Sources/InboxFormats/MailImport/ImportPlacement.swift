@@ -46,70 +46,70 @@ extension Inbox {
         }
         var toPlace: [(message: Int, ordinal: Int)] = []
         do throws(ContainerError) {
-            let lock = try importLock()
-            defer { _ = lock.rawValue }
-            try settlePlacingRecords(index: index)
-            var done: [Set<Int>] = []
-            for (number, message) in messages.enumerated() {
-                if try index.isComplete(message.key) {
-                    outcomes[number].duplicate = true
-                    done.append(Set(message.attachments.indices))
-                    continue
+            try index.locked { () throws(ContainerError) in
+                try settlePlacingRecords(index: index)
+                var done: [Set<Int>] = []
+                for (number, message) in messages.enumerated() {
+                    if try index.isComplete(message.key) {
+                        outcomes[number].duplicate = true
+                        done.append(Set(message.attachments.indices))
+                        continue
+                    }
+                    let delivered = try index.parts(of: message.key).compactMap { ordinal, part in
+                        if case .delivered = part { ordinal } else { nil }
+                    }
+                    done.append(Set(delivered))
+                    toPlace += message.attachments.indices.filter { !delivered.contains($0) }.map { (number, $0) }
                 }
-                let delivered = try index.parts(of: message.key).compactMap { ordinal, part in
-                    if case .delivered = part { ordinal } else { nil }
+                // From here the index may name any file about to be placed: only this run's copies of what was
+                // delivered before may go, until the index forgets the others.
+                leftOver = done.enumerated().flatMap { number, ordinals in
+                    ordinals.filter { $0 < messages[number].attachments.count }.map {
+                        messages[number].attachments[$0].staging
+                    }
                 }
-                done.append(Set(delivered))
-                toPlace += message.attachments.indices.filter { !delivered.contains($0) }.map { (number, $0) }
-            }
-            // From here the index may name any file about to be placed: only this run's copies of what was
-            // delivered before may go, until the index forgets the others.
-            leftOver = done.enumerated().flatMap { number, ordinals in
-                ordinals.filter { $0 < messages[number].attachments.count }.map {
-                    messages[number].attachments[$0].staging
+                let staging = toPlace.map { messages[$0.message].attachments[$0.ordinal].staging }
+                do throws(ContainerError) {
+                    try index.markPlacing(
+                        toPlace.map {
+                            (messages[$0.message].key, $0.ordinal, messages[$0.message].attachments[$0.ordinal])
+                        },
+                        of: Set(toPlace.map(\.message)).sorted().map { messages[$0] }.map {
+                            ImportIndex.PendingMessage(
+                                key: $0.key, messageID: $0.messageID, source: $0.source, count: $0.attachments.count)
+                        })
+                } catch {
+                    // The commit may have happened all the same: the files go only once the index has forgotten them.
+                    try forgetPlacing(messages, toPlace, index: index)
+                    leftOver += staging
+                    throw error
                 }
-            }
-            let staging = toPlace.map { messages[$0.message].attachments[$0.ordinal].staging }
-            do throws(ContainerError) {
-                try index.markPlacing(
-                    toPlace.map {
-                        (messages[$0.message].key, $0.ordinal, messages[$0.message].attachments[$0.ordinal])
-                    },
-                    of: Set(toPlace.map(\.message)).sorted().map { messages[$0] }.map {
-                        ImportIndex.PendingMessage(
-                            key: $0.key, messageID: $0.messageID, source: $0.source, count: $0.attachments.count)
-                    })
-            } catch {
-                // The commit may have happened all the same: the files go only once the index has forgotten them.
-                try forgetPlacing(messages, toPlace, index: index)
-                leftOver += staging
-                throw error
-            }
-            let placement = place(
-                toPlace.map { messages[$0.message].attachments[$0.ordinal] }, writes: writes, in: folder,
-                records: { delivered in importRecords(messages, outcomes, toPlace, delivered) })
-            for (placed, item) in placement.placed {
-                outcomes[toPlace[placed].message].delivered.append((toPlace[placed].ordinal, item))
-            }
-            var settlements = messages.map {
-                ImportIndex.Settlement(key: $0.key, count: $0.attachments.count, messageID: $0.messageID)
-            }
-            for notPlaced in placement.notPlaced {
-                let (number, ordinal) = toPlace[notPlaced]
-                settlements[number].notPlaced.append(ordinal)
-                outcomes[number].error = placement.error
-            }
-            // The index is a cache of the log: what it says delivered, the log holds durably first.
-            if placement.recorded { try log.sync() }
-            for number in messages.indices where !outcomes[number].duplicate {
-                settlements[number].delivered = outcomes[number].delivered.map { ($0.ordinal, $0.item.name) }
-                // Without its records, no message is complete: the next import logs what is missing.
-                if !placement.recorded { outcomes[number].error = outcomes[number].error ?? placement.error }
-                settlements[number].complete = outcomes[number].error == nil
-            }
-            try index.settle(settlements.filter { !$0.delivered.isEmpty || !$0.notPlaced.isEmpty || $0.complete })
-            leftOver += placement.notPlaced.map {
-                messages[toPlace[$0].message].attachments[toPlace[$0].ordinal].staging
+                let placement = place(
+                    toPlace.map { messages[$0.message].attachments[$0.ordinal] }, writes: writes, in: folder,
+                    records: { delivered in importRecords(messages, outcomes, toPlace, delivered) })
+                for (placed, item) in placement.placed {
+                    outcomes[toPlace[placed].message].delivered.append((toPlace[placed].ordinal, item))
+                }
+                var settlements = messages.map {
+                    ImportIndex.Settlement(key: $0.key, count: $0.attachments.count, messageID: $0.messageID)
+                }
+                for notPlaced in placement.notPlaced {
+                    let (number, ordinal) = toPlace[notPlaced]
+                    settlements[number].notPlaced.append(ordinal)
+                    outcomes[number].error = placement.error
+                }
+                // The index is a cache of the log: what it says delivered, the log holds durably first.
+                if placement.recorded { try log.sync() }
+                for number in messages.indices where !outcomes[number].duplicate {
+                    settlements[number].delivered = outcomes[number].delivered.map { ($0.ordinal, $0.item.name) }
+                    // Without its records, no message is complete: the next import logs what is missing.
+                    if !placement.recorded { outcomes[number].error = outcomes[number].error ?? placement.error }
+                    settlements[number].complete = outcomes[number].error == nil
+                }
+                try index.settle(settlements.filter { !$0.delivered.isEmpty || !$0.notPlaced.isEmpty || $0.complete })
+                leftOver += placement.notPlaced.map {
+                    messages[toPlace[$0].message].attachments[toPlace[$0].ordinal].staging
+                }
             }
         } catch {
             for number in outcomes.indices where !outcomes[number].duplicate && outcomes[number].error == nil {

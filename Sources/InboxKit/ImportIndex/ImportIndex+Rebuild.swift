@@ -7,8 +7,10 @@ import Glibc
 /// place, so no one ever opens a half-built one.
 extension ImportIndex {
     /// Under `import.lock`: sets the index aside when `reason` says why (or when its WAL was left without it), logs
-    /// it, and builds a new one from the log of the state folder `directory`.
-    static func rebuild(inStateFolder directory: [UInt8], settingAside reason: String?) throws(ContainerError) {
+    /// it (`during` what the damage was found), and builds a new one from the log of the state folder `directory`.
+    static func rebuild(
+        inStateFolder directory: [UInt8], settingAside reason: String?, during: String = "open the import index"
+    ) throws(ContainerError) {
         let shown = Self.shown(directory) + "/" + fileName
         let folder: FileDescriptor
         do {
@@ -24,7 +26,7 @@ extension ImportIndex {
             throw error.failure("read", shown)
         }
         if let reason = reason ?? (orphans ? "its write-ahead log was left without it" : nil) {
-            try setAside(because: reason, in: folder.rawValue, shown: shown, log: log)
+            try setAside(because: reason, during: during, in: folder.rawValue, shown: shown, log: log)
         }
         let building = fileName + ".rebuilding"
         do {
@@ -47,7 +49,7 @@ extension ImportIndex {
     }
 
     /// Renames the index and its `-wal` and `-shm` aside (`import.sqlite.damaged-<time>`) and logs `error`.
-    private static func setAside(because reason: String, in folder: CInt, shown: String, log: EventLog)
+    private static func setAside(because reason: String, during: String, in folder: CInt, shown: String, log: EventLog)
         throws(ContainerError)
     {
         let stamp = "\(fileName).damaged-\(Timestamp.now().seconds)"
@@ -69,7 +71,7 @@ extension ImportIndex {
             Event(
                 .error,
                 [
-                    "during": .string("open the import index"),
+                    "during": .string(during),
                     "path": .string(Container.stateRelativePath + "/" + aside),
                     "message": .string(
                         "the import index was set aside as '\(aside)' and rebuilt from the event log: \(reason)"),
@@ -84,7 +86,7 @@ extension ImportIndex {
     private static func build(_ path: [UInt8], from log: EventLog) throws(ContainerError) {
         let database = try SQLiteDatabase(path: path, create: true)
         try database.execute(schema)
-        let index = ImportIndex(database: database)
+        let index = ImportIndex(building: database)
         try database.transaction { () throws(ContainerError) in
             var failure: ContainerError?
             try log.forEachRecord(kinds: ["imported", "delivered", "recovered"]) { record in

@@ -1,4 +1,5 @@
 import AppContainer
+import Glibc
 
 /// The import index (ARCHITECTURE.md, "Mail import"): which messages were imported and which of their
 /// attachments were delivered, keyed by the SHA-256 of the message's bytes, in SQLite at
@@ -13,7 +14,13 @@ package final class ImportIndex {
         case delivered(name: FileName?)
     }
 
-    let database: SQLiteDatabase
+    /// The open database; a new one once damage met by a lookup or a commit had it rebuilt (`recovering`).
+    private(set) var database: SQLiteDatabase
+    /// The state folder the index lies in, and the file it had open there: nil for one being built.
+    private let stateFolder: [UInt8]?
+    private var opened: FileID?
+    /// Whether this index's process holds `import.lock` now, through `locked`.
+    private var holdingLock = false
 
     static let fileName = "import.sqlite"
     /// Held (`flock`) by whoever places, repairs or rebuilds: one at a time per container, across processes.
@@ -37,7 +44,9 @@ package final class ImportIndex {
         let target = folder + [0x2F] + name.bytes
         guard try exists(in: container) else { return nil }
         // The name as its exact bytes: SQLite hands a text's bytes to open(2) as they are.
-        try ImportIndex(container: container).database.query("VACUUM INTO CAST(? AS TEXT)", [.blob(target)])
+        try ImportIndex(container: container).recovering { database throws(ContainerError) in
+            try database.query("VACUUM INTO CAST(? AS TEXT)", [.blob(target)])
+        }
         defer { _ = try? system_unlinkat(currentDirectory, target) }
         do {
             return SharedDescriptor(try FileDescriptor(target, [.readOnly, .noFollow]))
@@ -49,17 +58,79 @@ package final class ImportIndex {
     /// Opens the container's index; one missing, damaged, foreign or unreadable is rebuilt from the event log first
     /// (see `openDatabase`).
     package convenience init(container: Container) throws(ContainerError) {
-        self.init(
-            database: try Self.openDatabase(inStateFolder: container.stateDirectoryBytes) {
-                body throws(ContainerError) in
-                let lock = try container.lockStateFile(Self.lockName)
-                defer { _ = lock.rawValue }
-                try body()
-            })
+        try self.init(stateFolder: container.stateDirectoryBytes)
     }
 
-    init(database: SQLiteDatabase) {
+    /// Opens the index of the state folder `folder` (see `openDatabase`).
+    init(stateFolder folder: [UInt8]) throws(ContainerError) {
+        stateFolder = folder
+        database = try Self.openDatabase(inStateFolder: folder) { body throws(ContainerError) in
+            let path = folder + Array("/\(Self.lockName)".utf8)
+            let lock = try Self.lock(path)
+            defer { _ = lock.rawValue }
+            try body()
+        }
+        opened = try Self.identity(inStateFolder: folder)
+    }
+
+    /// An index being built: damage it meets is an error.
+    init(building database: SQLiteDatabase) {
         self.database = database
+        stateFolder = nil
+    }
+
+    /// Runs `body` holding `import.lock` (one placement, repair or rebuild at a time per container).
+    package func locked<R>(_ body: () throws(ContainerError) -> R) throws(ContainerError) -> R {
+        guard let stateFolder, !holdingLock else { return try body() }
+        let lock = try Self.lock(stateFolder + Array("/\(Self.lockName)".utf8))
+        holdingLock = true
+        defer {
+            holdingLock = false
+            _ = lock.rawValue
+        }
+        return try body()
+    }
+
+    /// Runs `body` on the database. Damage it meets (SQLite's `CORRUPT` or `NOTADB`: the open reads only the
+    /// header and the schema, so damage deeper in is found where it is read) has the index set aside and rebuilt
+    /// from the log under `import.lock`, and `body` runs once more on the new one. Under the lock, an index file
+    /// that is no longer the one this index opened (another process rebuilt it first) is opened as it is.
+    func recovering<R>(_ body: (SQLiteDatabase) throws(ContainerError) -> R) throws(ContainerError) -> R {
+        do {
+            return try body(database)
+        } catch  where error.code == .badData && stateFolder != nil {
+            let reason = error.message
+            try locked { () throws(ContainerError) in
+                guard let stateFolder else { return }
+                if try Self.identity(inStateFolder: stateFolder) == opened {
+                    try Self.rebuild(inStateFolder: stateFolder, settingAside: reason, during: "read the import index")
+                }
+                database = try Self.openHoldingLock(stateFolder)
+                opened = try Self.identity(inStateFolder: stateFolder)
+            }
+            return try body(database)
+        }
+    }
+
+    /// Holds the lock file at `path` (made when missing) until the descriptor goes.
+    private static func lock(_ path: [UInt8]) throws(ContainerError) -> FileDescriptor {
+        do {
+            let lock = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
+            try system_flock(lock.rawValue, LOCK_EX)
+            return lock
+        } catch {
+            throw error.failure("lock", path)
+        }
+    }
+
+    /// The device and inode of the index file in the state folder `directory`, if there is one.
+    private static func identity(inStateFolder directory: [UInt8]) throws(ContainerError) -> FileID? {
+        let path = directory + Array("/\(fileName)".utf8)
+        do {
+            return try fileStatusIfPresent(in: currentDirectory, path)?.fileID
+        } catch {
+            throw error.failure("read", path)
+        }
     }
 
     /// Whether the container has an index file (sound or not).
@@ -76,8 +147,10 @@ package final class ImportIndex {
     static func placingStagingNames(of container: Container) throws(ContainerError) -> Set<FileName> {
         guard try exists(in: container) else { return [] }
         var names: Set<FileName> = []
-        try ImportIndex(container: container).database.query("SELECT staging FROM parts WHERE delivered = 0") { row in
-            if let name = FileName(bytes: row.blob(0)) { names.insert(name) }
+        try ImportIndex(container: container).recovering { database throws(ContainerError) in
+            try database.query("SELECT staging FROM parts WHERE delivered = 0") { row in
+                if let name = FileName(bytes: row.blob(0)) { names.insert(name) }
+            }
         }
         return names
     }
@@ -93,35 +166,40 @@ package final class ImportIndex {
             throw error.failure("read", path)
         }
         let folder = Array(path[..<(path.lastIndex(of: 0x2F) ?? path.startIndex)])
-        let database = try openDatabase(inStateFolder: folder) { body throws(ContainerError) in try body() }
-        try database.execute("DELETE FROM parts WHERE delivered = 0")
+        try ImportIndex(stateFolder: folder).recovering { database throws(ContainerError) in
+            try database.execute("DELETE FROM parts WHERE delivered = 0")
+        }
     }
 
     /// Whether every attachment of the message was delivered.
     package func isComplete(_ key: [UInt8]) throws(ContainerError) -> Bool {
-        var complete = false
-        try database.query("SELECT complete FROM messages WHERE key = ?", [.blob(key)]) { row in
-            complete = row.integer(0) != 0
+        try recovering { database throws(ContainerError) in
+            var complete = false
+            try database.query("SELECT complete FROM messages WHERE key = ?", [.blob(key)]) { row in
+                complete = row.integer(0) != 0
+            }
+            return complete
         }
-        return complete
     }
 
     /// The attachments of the message the index knows of, by ordinal.
     package func parts(of key: [UInt8]) throws(ContainerError) -> [Int: Part] {
-        var parts: [Int: Part] = [:]
-        try database.query(
-            "SELECT ordinal, delivered, staging, device, inode, name FROM parts WHERE key = ?", [.blob(key)]
-        ) { row in
-            let ordinal = Int(row.integer(0))
-            if row.integer(1) != 0 {
-                parts[ordinal] = .delivered(name: FileName(bytes: row.blob(5)))
-            } else if let staging = FileName(bytes: row.blob(2)) {
-                parts[ordinal] = .placing(
-                    staging: staging, device: UInt64(bitPattern: row.integer(3)),
-                    inode: UInt64(bitPattern: row.integer(4)))
+        try recovering { database throws(ContainerError) in
+            var parts: [Int: Part] = [:]
+            try database.query(
+                "SELECT ordinal, delivered, staging, device, inode, name FROM parts WHERE key = ?", [.blob(key)]
+            ) { row in
+                let ordinal = Int(row.integer(0))
+                if row.integer(1) != 0 {
+                    parts[ordinal] = .delivered(name: FileName(bytes: row.blob(5)))
+                } else if let staging = FileName(bytes: row.blob(2)) {
+                    parts[ordinal] = .placing(
+                        staging: staging, device: UInt64(bitPattern: row.integer(3)),
+                        inode: UInt64(bitPattern: row.integer(4)))
+                }
             }
+            return parts
         }
-        return parts
     }
 
     /// A message whose attachments are being placed: what its `imported` record needs should a crash leave the
@@ -147,41 +225,46 @@ package final class ImportIndex {
     package func markPlacing(
         _ parts: [(key: [UInt8], ordinal: Int, staged: StagedDelivery)], of messages: [PendingMessage]
     ) throws(ContainerError) {
-        guard !parts.isEmpty else { return }
-        try database.transaction { () throws(ContainerError) in
-            for message in messages {
-                try database.query(
-                    """
-                    INSERT INTO messages(key, message_id, attachments, complete, source) VALUES (?, ?, ?, 0, ?)
-                    ON CONFLICT(key) DO NOTHING
-                    """,
-                    [
-                        .blob(message.key), message.messageID.map { .text($0) } ?? .null,
-                        .integer(Int64(message.count)), .blob(message.source),
-                    ])
-            }
-            for (key, ordinal, file) in parts {
-                try database.query(
-                    "INSERT OR REPLACE INTO parts(key, ordinal, delivered, staging, device, inode) VALUES (?, ?, 0, ?, ?, ?)",
-                    [
-                        .blob(key), .integer(Int64(ordinal)), .blob(file.staging.bytes),
-                        .integer(Int64(bitPattern: file.status.device)), .integer(Int64(bitPattern: file.status.inode)),
-                    ])
+        try recovering { database throws(ContainerError) in
+            guard !parts.isEmpty else { return }
+            try database.transaction { () throws(ContainerError) in
+                for message in messages {
+                    try database.query(
+                        """
+                        INSERT INTO messages(key, message_id, attachments, complete, source) VALUES (?, ?, ?, 0, ?)
+                        ON CONFLICT(key) DO NOTHING
+                        """,
+                        [
+                            .blob(message.key), message.messageID.map { .text($0) } ?? .null,
+                            .integer(Int64(message.count)), .blob(message.source),
+                        ])
+                }
+                for (key, ordinal, file) in parts {
+                    try database.query(
+                        "INSERT OR REPLACE INTO parts(key, ordinal, delivered, staging, device, inode) VALUES (?, ?, 0, ?, ?, ?)",
+                        [
+                            .blob(key), .integer(Int64(ordinal)), .blob(file.staging.bytes),
+                            .integer(Int64(bitPattern: file.status.device)),
+                            .integer(Int64(bitPattern: file.status.inode)),
+                        ])
+                }
             }
         }
     }
 
     /// The message `markPlacing` described, while it is not complete.
     package func pendingMessage(_ key: [UInt8]) throws(ContainerError) -> PendingMessage? {
-        var pending: PendingMessage?
-        try database.query(
-            "SELECT message_id, attachments, source FROM messages WHERE key = ? AND complete = 0", [.blob(key)]
-        ) { row in
-            pending = PendingMessage(
-                key: key, messageID: row.isNull(0) ? nil : String(decoding: row.blob(0), as: UTF8.self),
-                source: row.blob(2), count: Int(row.integer(1)))
+        try recovering { database throws(ContainerError) in
+            var pending: PendingMessage?
+            try database.query(
+                "SELECT message_id, attachments, source FROM messages WHERE key = ? AND complete = 0", [.blob(key)]
+            ) { row in
+                pending = PendingMessage(
+                    key: key, messageID: row.isNull(0) ? nil : String(decoding: row.blob(0), as: UTF8.self),
+                    source: row.blob(2), count: Int(row.integer(1)))
+            }
+            return pending
         }
-        return pending
     }
 
     /// An attachment recorded as placing.
@@ -195,15 +278,17 @@ package final class ImportIndex {
 
     /// Every attachment recorded as placing, of any message.
     package func placingParts() throws(ContainerError) -> [PlacingPart] {
-        var parts: [PlacingPart] = []
-        try database.query("SELECT key, ordinal, staging, device, inode FROM parts WHERE delivered = 0") { row in
-            guard let staging = FileName(bytes: row.blob(2)) else { return }
-            parts.append(
-                PlacingPart(
-                    key: row.blob(0), ordinal: Int(row.integer(1)), staging: staging,
-                    device: UInt64(bitPattern: row.integer(3)), inode: UInt64(bitPattern: row.integer(4))))
+        try recovering { database throws(ContainerError) in
+            var parts: [PlacingPart] = []
+            try database.query("SELECT key, ordinal, staging, device, inode FROM parts WHERE delivered = 0") { row in
+                guard let staging = FileName(bytes: row.blob(2)) else { return }
+                parts.append(
+                    PlacingPart(
+                        key: row.blob(0), ordinal: Int(row.integer(1)), staging: staging,
+                        device: UInt64(bitPattern: row.integer(3)), inode: UInt64(bitPattern: row.integer(4))))
+            }
+            return parts
         }
-        return parts
     }
 
     /// What became of a message's attachments recorded as placing.
@@ -237,10 +322,12 @@ package final class ImportIndex {
     /// and a record left behind would take the missing file for placed); otherwise a crash that loses it leaves
     /// the placing records, which the next import settles the same way by their names.
     package func settle(_ settlements: [Settlement]) throws(ContainerError) {
-        guard !settlements.isEmpty else { return }
-        let durable = settlements.contains { !$0.notPlaced.isEmpty }
-        try database.transaction(durable: durable) { () throws(ContainerError) in
-            for settlement in settlements { try settle(settlement) }
+        try recovering { database throws(ContainerError) in
+            guard !settlements.isEmpty else { return }
+            let durable = settlements.contains { !$0.notPlaced.isEmpty }
+            try database.transaction(durable: durable) { () throws(ContainerError) in
+                for settlement in settlements { try settle(settlement) }
+            }
         }
     }
 

@@ -40,14 +40,7 @@ extension Inbox {
     package func repairInterruptedImports(index: ImportIndex) throws(ContainerError) {
         // Only a hint without the lock: a placement in progress has placing records too.
         guard try !index.placingParts().isEmpty else { return }
-        let lock = try importLock()
-        defer { _ = lock.rawValue }
-        try settlePlacingRecords(index: index)
-    }
-
-    /// Holds `import.lock` in the state folder: one placement, repair or rebuild at a time per container.
-    package func importLock() throws(ContainerError) -> FileDescriptor {
-        try container.lockStateFile(ImportIndex.lockName)
+        try index.locked { () throws(ContainerError) in try settlePlacingRecords(index: index) }
     }
 
     /// Under `import.lock`, settles every placing record of the index: its placement crashed. A staging file still

@@ -44,9 +44,11 @@ final class SQLiteDatabase {
 
     /// Keeps the write-ahead log when the connection closes, neither checkpointed nor removed: a process that
     /// commits once and exits (`inbox import -` for each message an MTA hands over) then pays one sync for its
-    /// commit, not three more for making the log again and checkpointing it at close. Later commits checkpoint it
-    /// by SQLite's own measure. Only for a database whose name stays where it is (a rebuilt index is checkpointed
-    /// before it is renamed into place: ARCHITECTURE.md, "Mail import").
+    /// commit, not three more for making the log again and checkpointing it at close. A commit that leaves more
+    /// than `keptWriteAheadPages` pages in the log checkpoints it (SQLite's `wal_autocheckpoint`), so the next
+    /// process's open, which reads the whole log to index it, reads at most that many: SQLite's own measure, 1,000
+    /// pages, made every import read up to 4 MiB. Only for a database whose name stays where it is (a rebuilt
+    /// index is checkpointed before it is renamed into place: ARCHITECTURE.md, "Mail import").
     func keepWriteAheadLogOnClose() throws(ContainerError) {
         var on: CInt = 1
         var result = sqlite.fileControl(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
@@ -54,7 +56,12 @@ final class SQLiteDatabase {
             result = inbox_sqlite_db_config_flag(sqlite.dbConfig, handle, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         }
         guard result == SQLITE_OK else { throw Self.error(result, handle, sqlite, doing: "set up", path) }
+        try execute("PRAGMA wal_autocheckpoint=\(Self.keptWriteAheadPages)")
     }
+
+    /// The most pages a kept write-ahead log holds after a commit (about 2 per message imported alone): a
+    /// checkpoint, with its sync of the database, every 30 or so such imports.
+    static let keptWriteAheadPages = 64
 
     /// Runs SQL that returns no rows (several statements allowed).
     func execute(_ sql: String) throws(ContainerError) {
