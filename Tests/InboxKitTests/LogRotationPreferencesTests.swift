@@ -65,4 +65,18 @@ import Testing
         try setPreferences(scratch, "<key>logKeepRotated</key><integer>0</integer>")
         #expect(try EventLog(reading: scratch.container).records().count >= 0)
     }
+
+    /// Asked to keep no rotated file, the log keeps one: a writer new to the log reads the seq to go on from in the
+    /// newest rotated file's name.
+    @Test func aLogAskedToKeepNoRotatedFileStillNeverGoesBack() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.outside("log")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let first = try EventLog(directory: folder, maxBytes: 10, keepRotated: 0)
+        let seqs = try (0..<3).map { _ in try first.append(Event(.rescan)) }
+        // Another writer, as another process would be.
+        let next = try EventLog(directory: folder, maxBytes: 10, keepRotated: 0).append(Event(.rescan))
+        #expect(next == seqs.last! + 1, "\(seqs) then \(next)")
+    }
 }
