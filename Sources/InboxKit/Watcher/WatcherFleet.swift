@@ -300,31 +300,23 @@ public final class WatcherFleet: Sendable {
             }
             paths += names.sorted().map { root + [0x2F] + $0.bytes }.filter { !containers.contains($0) }
         }
-        var inboxes: [(path: [UInt8], inbox: Inbox)] = []
+        // A folder under the root that is no container is passed over; one named must be one. Each is opened in
+        // its turn and let go after it, so the descriptors held stay few however many there are.
+        let served = paths.filter { !isUnderRoot($0) || Container.isContainer(at: $0) }
+        sayServing(served.filter { isUnderRoot($0) }.count)
         var failures: [ContainerError] = []
-        for path in paths {
-            do {
-                inboxes.append((path, try Inbox(containerPath: path)))
-            } catch {
-                // A folder under the root that is no container is passed over; one named must be one.
-                if error.code == .cannotCreate && isUnderRoot(path) && !Container.isContainer(at: path) { continue }
-                report(path, error.message)
-                failures.append(error)
-            }
-        }
-        let total = inboxes.count + failures.count
-        sayServing(inboxes.filter { isUnderRoot($0.path) }.count)
-        for (path, inbox) in inboxes {
-            var options = memberOptions(path)
-            options.once = true
-            let watcher = Watcher(inbox: inbox, options: options)
-            let started = state.withLock { state -> Bool in
-                guard !state.stopped else { return false }
-                state.members[path] = Member(watcher: watcher)  // for `stop()`
-                return true
-            }
-            guard started else { break }
-            do {
+        for path in served {
+            do throws(ContainerError) {
+                var options = memberOptions(path)
+                options.once = true
+                let watcher = Watcher(inbox: try Inbox(containerPath: path), options: options)
+                let started = state.withLock { state -> Bool in
+                    guard !state.stopped else { return false }
+                    state.members[path] = Member(watcher: watcher)  // for `stop()`
+                    return true
+                }
+                guard started else { break }
+                defer { state.withLock { _ = $0.members.removeValue(forKey: path) } }
                 try watcher.runBlocking()  // logs its failure in the container
             } catch {
                 report(path, error.message)
@@ -333,7 +325,8 @@ public final class WatcherFleet: Sendable {
         }
         guard let worst = failures.first(where: { $0.code != .busy }) ?? failures.first else { return }
         throw ContainerError(
-            worst.code, "\(failures.count) of \(total) containers failed, each said above; the exit status is the worst"
+            worst.code,
+            "\(failures.count) of \(served.count) containers failed, each said above; the exit status is the worst"
         )
     }
 
