@@ -54,12 +54,18 @@ public struct Container: Sendable {
                 .cannotCreate, "no container at '\(shown)': run 'inbox init' to create one", cause: error)
         }
         let container = Container(rootBytes: root, appName: try findAppName(root: root) ?? "App")
-        // The service's state folder marks a container; a missing Inbox is recreated by the watcher.
-        guard (try? fileStatus(in: currentDirectory, container.stateDirectoryBytes))?.kind == .directory else {
+        guard isContainer(at: root) else {
             throw ContainerError(.cannotCreate, "'\(shown)' is not a container: run 'inbox init' to create one")
         }
         try container.settleInterruptedRestore()
         return container
+    }
+
+    /// Whether `path` holds a container: the service's state folder marks one (`inbox init` makes it last; a
+    /// missing Inbox is recreated by the watcher).
+    public static func isContainer(at path: some CStringConvertible) -> Bool {
+        let state = path.pathBytes + Array("/\(stateRelativePath)".utf8)
+        return (try? fileStatus(in: currentDirectory, state))?.kind == .directory
     }
 
     /// Creates the layout, or completes it; an existing container is left as it is, but for a restore cut short,

@@ -11,6 +11,10 @@ public struct Preferences: Sendable, Equatable {
     public var tmpMaxAge: Int64 = 3 * 24 * 3600
     /// Library/Caches is trimmed, least recently used first, down to this many bytes (512 MiB).
     public var cachesMaxBytes: Int64 = 512 << 20
+    /// The event log (`events.jsonl`) is rotated once past this many bytes (16 MiB); at least 64 KiB.
+    public var logMaxBytes: Int64 = 16 << 20
+    /// How many rotated logs are kept, the newest (20); at least 1, so that the next log goes on from the last seq.
+    public var logKeepRotated: Int64 = 20
 
     /// The defaults.
     public init() {}
@@ -20,10 +24,14 @@ public struct Preferences: Sendable, Equatable {
     /// The absolute path of `inbox.plist` in `container`.
     public static func path(_ container: Container) -> String { container.root + "/" + relativePath }
 
-    private static var keys: [(String, WritableKeyPath<Preferences, Int64>)] {
-        [
-            ("inboxMaxAge", \.inboxMaxAge), ("inboxMaxBytes", \.inboxMaxBytes),
-            ("tmpMaxAge", \.tmpMaxAge), ("cachesMaxBytes", \.cachesMaxBytes),
+    /// Each key, its field, the values it takes and what it counts, for the line that refuses another value.
+    private static var keys: [(String, WritableKeyPath<Preferences, Int64>, ClosedRange<Int64>, String)] {
+        let any = 0...Int64.max
+        return [
+            ("inboxMaxAge", \.inboxMaxAge, any, "seconds"), ("inboxMaxBytes", \.inboxMaxBytes, any, "bytes"),
+            ("tmpMaxAge", \.tmpMaxAge, any, "seconds"), ("cachesMaxBytes", \.cachesMaxBytes, any, "bytes"),
+            ("logMaxBytes", \.logMaxBytes, (64 << 10)...Int64.max, "bytes"),
+            ("logKeepRotated", \.logKeepRotated, 1...1_000_000, "files"),
         ]
     }
 
@@ -45,11 +53,14 @@ public struct Preferences: Sendable, Equatable {
         guard let plist = try? PropertyListDecoder().decode([String: WholeNumber].self, from: data) else {
             throw ContainerError(.badData, "'\(path(container))' is not a property list: fix or delete it")
         }
-        for (key, keyPath) in keys {
+        for (key, keyPath, range, unit) in keys {
             guard let value = plist[key] else { continue }
-            guard let number = value.number, number >= 0 else {
+            guard let number = value.number, range.contains(number) else {
+                let bounds =
+                    range.upperBound == .max
+                    ? "at least \(range.lowerBound)" : "\(range.lowerBound) to \(range.upperBound)"
                 throw ContainerError(
-                    .badData, "'\(key)' in '\(path(container))' must be a whole number of seconds or bytes")
+                    .badData, "'\(key)' in '\(path(container))' must be a whole number of \(unit), \(bounds): fix it")
             }
             preferences[keyPath: keyPath] = number
         }
@@ -60,7 +71,7 @@ public struct Preferences: Sendable, Equatable {
     public static func writeDefaults(_ container: Container) throws(ContainerError) {
         let current = try load(container)
         var plist: [String: Int64] = [:]
-        for (key, keyPath) in keys { plist[key] = current[keyPath: keyPath] }
+        for (key, keyPath, _, _) in keys { plist[key] = current[keyPath: keyPath] }
         let data: Data
         do {
             let encoder = PropertyListEncoder()

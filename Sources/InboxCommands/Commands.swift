@@ -196,11 +196,14 @@ struct WatchCommand: Command {
         ),
         ("--hook-timeout SECONDS", "kill CMD after this long (default 60)"),
         ("--jobs N", "run at most N commands at once (default 2)"),
-        ("--once", "handle what is in the Inbox, then exit"),
+        (
+            "--once",
+            "handle what is in the Inbox, then exit; with --root or several --container, each container's in turn, the exit status the worst"
+        ),
         ("--no-clean", "never apply the cleanup policy (by default at the start, then hourly; see inbox clean)"),
         (
             "--verbose",
-            "print a line when each arrival arrives and one when its disposition is applied, as --format '\(WatchFormat.verbose)'; ends when the reader of stdout is gone"
+            "print a line when each arrival arrives and one when its disposition is applied, as --format '\(WatchFormat.verbose)'; ends when the reader of stdout is gone. Each line a --exec command writes on stderr is printed on stderr too, as 'hook for NAME: LINE'"
         ),
         ("--format FMT", "print those lines in FMT, its directives below"),
         ("-0", "end each line with a NUL instead of a newline, names never escaped (implies --verbose)"),
@@ -228,6 +231,7 @@ struct WatchCommand: Command {
         options.once = arguments.flags.contains("--once")
         if arguments.flags.contains("--no-clean") { options.cleanInterval = nil }
         options.report = { Output.problem($0) }
+        options.reportsHookStderr = arguments.flags.contains("--verbose")
         options.streamsArrivals = false  // the lines of --format come from onSettled
         let lines = try lineFormat(arguments)
         if let lines {
@@ -243,16 +247,10 @@ struct WatchCommand: Command {
         let root = arguments.path("--root")
         let named = arguments.paths("--container")
         if root != nil || named.count > 1 {
-            guard !options.once else {
-                throw ContainerError(
-                    .usage,
-                    root != nil
-                        ? "'--root' serves containers as they come: not with '--once'"
-                        : "'--once' handles one container: name one '--container'")
-            }
             let fleet = WatcherFleet(root: root, containers: named, options: options)
             try serve(
-                lines: lines != nil, stop: fleet.stop, catchSignals: fleet.stopOnTerminationSignals, run: fleet.run)
+                lines: lines != nil, stop: fleet.stop, catchSignals: fleet.stopOnTerminationSignals,
+                run: options.once ? fleet.runOnce : fleet.run)
             return
         }
         let watcher = Watcher(inbox: try Inbox(containerPath: containerPath), options: options)

@@ -31,7 +31,7 @@ struct LogCommand: Command {
         }
         let filter = EventFilter(until: try arguments.integer("--until"), pathPattern: arguments.values["--path"])
         let json = arguments.flags.contains("--json")
-        let log = try EventLog(container: try Container.open(at: containerPath))
+        let log = try EventLog(reading: try Container.open(at: containerPath))
         let print = { (record: EventRecord) in Output.line(json ? record.line : record.humanReadable) }
         guard arguments.flags.contains("--follow") else {
             let records = try log.records(since: since, kinds: kinds).filter(filter.matches)

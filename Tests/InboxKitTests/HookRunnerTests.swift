@@ -444,3 +444,36 @@ private func isGone(_ pid: pid_t) -> Bool {
     let state = stat[close...].dropFirst(2).first
     return state == "Z" || state == "X"
 }
+
+/// Each line a hook writes on stderr handed on as it comes (`watch --verbose`, issue 40), besides its tail.
+extension HookRunnerTests {
+    @Test func eachLineIsHandedOnAsItComesTheLastWithoutItsNewlineAndLongOnesInPieces() throws {
+        let fixture = try HookFixture()
+        let item = try fixture.item(try #require(FileName("a.txt")), [1])
+        let lines = Mutex<[String]>([])
+        let go = fixture.outside + "/go"
+        // The hook goes on only once the first line has been handed on: lines are not held until it exits.
+        let runner = HookRunner(
+            command: """
+                echo first >&2; i=0
+                while [ ! -e "$OUT/go" ] && [ $i -lt 3000 ]; do sleep 0.01; i=$((i+1)); done
+                [ -e "$OUT/go" ] && echo seen >&2
+                printf 'partial' >&2; head -c 5000 /dev/zero | tr '\\0' x >&2; echo keep
+                """.replacingOccurrences(of: "$OUT", with: fixture.outside),
+            timeout: .seconds(60), containerRoot: fixture.container,
+            stderrLine: { name, line in
+                #expect(name.string == "a.txt")
+                lines.withLock { $0.append(line) }
+                if line == "first" { #expect(FileManager.default.createFile(atPath: go, contents: Data())) }
+            })
+        let file = try FileDescriptor(item.path, .readOnly)
+        let outcome = runner.run(itemPath: item.path, name: item.name, file: file.rawValue)
+        #expect(outcome.succeeded && outcome.disposition == .keep)
+        let got = lines.withLock { $0 }
+        let long = "partial" + String(repeating: "x", count: 5000)
+        #expect(got.count == 4, "\(got.map { $0.prefix(20) })")
+        #expect(Array(got.prefix(2)) == ["first", "seen"])
+        #expect(got.dropFirst(2).joined() == long && got.dropFirst(2).first?.utf8.count == 4096)
+        #expect(outcome.stderrTail.hasSuffix(String(repeating: "x", count: 100)), "the tail is kept as before")
+    }
+}

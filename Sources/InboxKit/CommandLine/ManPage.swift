@@ -87,7 +87,7 @@ public enum ManPage {
         lines += rows(Place.allCases.map { ($0.relativePath(appName: "NAME") + "/", placeDescription($0)) })
         lines += [".PP", text("The service's state, in \(Container.stateRelativePath)/:")]
         let rotation =
-            "a rotated log: events.jsonl once past \(EventLog.defaultMaxBytes >> 20) MiB, renamed with its last seq in 20 digits; the \(EventLog.defaultKeepRotated) newest are kept, older ones deleted, and inbox log reads across them"
+            "a rotated log: events.jsonl once past logMaxBytes (default \(EventLog.defaultMaxBytes >> 20) MiB), renamed with its last seq in 20 digits; the logKeepRotated newest (default: the \(EventLog.defaultKeepRotated) newest) are kept, older ones deleted, and inbox log reads across them"
         lines += rows([
             ("events.jsonl", "the event log: one JSON object a line, each with its seq, time and event"),
             ("events.<last seq>.jsonl", rotation),
@@ -107,7 +107,7 @@ public enum ManPage {
         lines += [
             ".PP",
             text(
-                "The preferences, Library/Preferences/inbox.plist: an XML property list of whole numbers, written with the defaults by inbox init; a missing key takes its default. The clean options override them:"
+                "The preferences, Library/Preferences/inbox.plist: an XML property list of whole numbers, written with the defaults by inbox init; a missing key takes its default, a value out of range is an error (65). The clean options override the first four:"
             ),
         ]
         let defaults = Preferences()
@@ -123,6 +123,14 @@ public enum ManPage {
             (
                 "cachesMaxBytes",
                 "Library/Caches is trimmed to this many bytes, least recently used first (default \(mebibytes(defaults.cachesMaxBytes)))"
+            ),
+            (
+                "logMaxBytes",
+                "the event log is rotated once past this many bytes, at least 65536, by every command that writes it (default \(mebibytes(defaults.logMaxBytes)))"
+            ),
+            (
+                "logKeepRotated",
+                "how many rotated logs are kept, the newest, at least 1 (default \(defaults.logKeepRotated))"
             ),
         ])
         return lines

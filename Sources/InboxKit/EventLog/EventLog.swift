@@ -22,10 +22,10 @@ public final class EventLog: Sendable {
 
     static let logName = "events.jsonl"
     static let lockName = "events.lock"
-    /// The default of `maxBytes`, 16 MiB (the man page states it).
-    public static let defaultMaxBytes = 16 << 20
-    /// The default of `keepRotated`.
-    public static let defaultKeepRotated = 20
+    /// The default of `maxBytes`, 16 MiB: the preferences' `logMaxBytes` (the man page states it).
+    public static let defaultMaxBytes = Int(Preferences().logMaxBytes)
+    /// The default of `keepRotated`: the preferences' `logKeepRotated`.
+    public static let defaultKeepRotated = Int(Preferences().logKeepRotated)
 
     /// Opens the log in `directory`, which must exist; the files are created on the first append.
     public init(
@@ -35,7 +35,8 @@ public final class EventLog: Sendable {
         let exact = directory.pathBytes
         self.directory = String(decoding: exact, as: UTF8.self)
         self.maxBytes = max(1, maxBytes)
-        self.keepRotated = max(0, keepRotated)
+        // One rotated file at least: the next log's first seq follows the newest one's name.
+        self.keepRotated = max(1, keepRotated)
         do {
             folder = try FileDescriptor(exact, [.directory]).release()
         } catch {
@@ -43,8 +44,19 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// The log of a container, in its state folder.
+    /// The log of a container, in its state folder, rotated as its preferences say (`logMaxBytes`,
+    /// `logKeepRotated`): every writer of a container's log opens it so. Fails with exit status 65 when the
+    /// preferences are not valid.
     public convenience init(container: Container) throws(ContainerError) {
+        let preferences = try Preferences.load(container)
+        try self.init(
+            directory: container.stateDirectoryBytes, maxBytes: Int(preferences.logMaxBytes),
+            keepRotated: Int(preferences.logKeepRotated))
+    }
+
+    /// The log of a container, for reading only: a reader never rotates it, so preferences that are not valid do
+    /// not keep `inbox log` and `inbox status` from reading it.
+    public convenience init(reading container: Container) throws(ContainerError) {
         try self.init(directory: container.stateDirectoryBytes)
     }
 

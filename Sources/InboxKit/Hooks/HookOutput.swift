@@ -1,10 +1,21 @@
 import AppContainer
 import Glibc
 
-/// What a hook prints, kept in bounded memory: the first word of its stdout and the tail of its stderr.
+/// What a hook prints, kept in bounded memory: the first word of its stdout and the tail of its stderr; with
+/// `stderrLines`, each line of its stderr is handed on as it comes too (`watch --verbose` prints them).
 struct HookOutput {
     private var firstWord = FirstWord()
     private var tail = Tail()
+    private var lines: LineSplitter?
+
+    init(stderrLines: ((String) -> Void)? = nil) {
+        lines = stderrLines.map { LineSplitter(emit: $0) }
+    }
+
+    /// Hands on the last line of stderr, one without a newline: once the reading is over.
+    mutating func finishLines() {
+        lines?.finish()
+    }
 
     var disposition: Disposition? { firstWord.disposition }
     var stderrTail: String { tail.text }
@@ -56,7 +67,12 @@ struct HookOutput {
                 }
                 buffer.withUnsafeBytes { raw in
                     let chunk = UnsafeRawBufferPointer(rebasing: raw[..<count])
-                    if fd == stdout { firstWord.feed(chunk) } else { tail.append(chunk) }
+                    if fd == stdout {
+                        firstWord.feed(chunk)
+                    } else {
+                        tail.append(chunk)
+                        lines?.feed(chunk)
+                    }
                 }
             }
         }
@@ -127,5 +143,37 @@ private struct Tail {
             while start < end && bytes[start] & 0xC0 == 0x80 { start += 1 }
         }
         return String(decoding: bytes[start...], as: UTF8.self)
+    }
+}
+
+/// A stream cut into lines, each handed on without its newline as it completes; a line longer than `limit` bytes
+/// goes in pieces of that size, so memory stays bounded whatever a hook writes.
+private struct LineSplitter {
+    static let limit = 4096
+    let emit: (String) -> Void
+    private var pending: [UInt8] = []
+
+    init(emit: @escaping (String) -> Void) {
+        self.emit = emit
+    }
+
+    mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        for byte in bytes {
+            if byte == 0x0A {
+                flush()
+            } else {
+                pending.append(byte)
+                if pending.count == Self.limit { flush() }
+            }
+        }
+    }
+
+    mutating func finish() {
+        if !pending.isEmpty { flush() }
+    }
+
+    private mutating func flush() {
+        emit(String(decoding: pending, as: UTF8.self))
+        pending.removeAll(keepingCapacity: true)
     }
 }

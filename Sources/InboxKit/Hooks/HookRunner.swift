@@ -48,12 +48,19 @@ public struct HookRunner: Sendable {
     public let timeout: Duration
     /// The container's root, exact to the byte, which Landlock keeps the command from writing to.
     public let containerRoot: [UInt8]
+    /// Called with the item's name and each line the command writes on stderr (without its newline) as it
+    /// comes, from the thread that runs it; nil: its stderr goes only into `HookOutcome.stderrTail`.
+    public let stderrLine: (@Sendable (_ name: FileName, _ line: String) -> Void)?
 
     /// A runner of `command` for the items of the container at `containerRoot`.
-    public init(command: String, timeout: Duration, containerRoot: some CStringConvertible) {
+    public init(
+        command: String, timeout: Duration, containerRoot: some CStringConvertible,
+        stderrLine: (@Sendable (_ name: FileName, _ line: String) -> Void)? = nil
+    ) {
         self.command = command
         self.timeout = timeout
         self.containerRoot = containerRoot.pathBytes
+        self.stderrLine = stderrLine
     }
 
     /// Whether hooks run in the Landlock sandbox on this kernel.
@@ -104,7 +111,7 @@ public struct HookRunner: Sendable {
         } catch {
             throw ContainerError(.failure, "cannot start the hook '\(command)' for '\(path)': \(error)")
         }
-        return finish(hook, landlocked: Landlock.isAvailable)
+        return finish(hook, name: name, landlocked: Landlock.isAvailable)
     }
 
     /// Starts the supervisor and through it the command; the hook's ends of the pipes, its stdin and the
@@ -129,9 +136,9 @@ public struct HookRunner: Sendable {
     /// supervisor. On a timeout (or a failure to read) the runner shuts down its end of the control socket:
     /// at that end of file, as at the hook's exit, the supervisor kills every descendant of the hook, then
     /// reports the hook's wait status.
-    private func finish(_ hook: consuming StartedHook, landlocked: Bool) -> HookOutcome {
+    private func finish(_ hook: consuming StartedHook, name: FileName, landlocked: Bool) -> HookOutcome {
         let control = hook.control
-        var output = HookOutput()
+        var output = HookOutput(stderrLines: stderrLine.map { line in { line(name, $0) } })
         var end = HookOutput.End.finished
         var failure: Errno? = nil
         do {
@@ -141,6 +148,7 @@ public struct HookRunner: Sendable {
         } catch {
             failure = error
         }
+        output.finishLines()
         let timedOut = end == .timedOut
         let report = Result { () throws(Errno) -> Int32? in
             if timedOut || failure != nil { try system_shutdown(control.rawValue, CInt(SHUT_WR)) }

@@ -104,9 +104,14 @@ final class ArrivalPipeline {
         let appName = watcher.inbox.container.appName
         loggedInbox = Array(Place.inbox.relativePath(appName: appName).utf8) + [0x2F]
         loggedDocuments = Array(Place.documents.relativePath(appName: appName).utf8) + [0x2F]
+        var stderrLine: (@Sendable (FileName, String) -> Void)?
+        if watcher.options.reportsHookStderr {
+            stderrLine = { [watcher] name, line in watcher.report("hook for \(name.string): \(line)") }
+        }
         hooks = watcher.options.exec.map {
             HookRunner(
-                command: $0, timeout: watcher.options.hookTimeout, containerRoot: watcher.inbox.container.rootBytes)
+                command: $0, timeout: watcher.options.hookTimeout, containerRoot: watcher.inbox.container.rootBytes,
+                stderrLine: stderrLine)
         }
     }
 

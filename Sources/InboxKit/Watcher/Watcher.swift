@@ -26,6 +26,9 @@ public struct WatchOptions: Sendable {
     public var maxBatch = 256
     /// Where the watcher says what it is doing (start, stop, overflows, rescans, errors), a line at a time.
     public var report: (@Sendable (String) -> Void)?
+    /// Whether each line an `--exec` command writes on stderr goes to `report` as it comes, as `hook for NAME:
+    /// LINE` (`watch --verbose`); either way its last 2 KiB are in its `handled` record.
+    public var reportsHookStderr = false
     /// Called on the watcher's thread with each batch's arrivals once what was done with them is durable, before
     /// the `arrivals` stream gets them. The watcher waits for it, so none is skipped however slow it is (the stream
     /// keeps only the newest). Returning false stops the watcher as `stop()` does: after this batch.

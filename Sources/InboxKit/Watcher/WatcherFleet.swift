@@ -11,7 +11,8 @@ import Synchronization
 /// all share the process's one inotify thread. A
 /// container that fails (a broken seal, a full disk, a folder that cannot be written, another watcher holding
 /// it) is reported, its failure logged in it where its log can still be written, and tried again later with a
-/// growing pause; the others go on.
+/// growing pause; the others go on. It says how many containers under `root` it serves, at the start and whenever
+/// that changes, through `options.report`.
 public final class WatcherFleet: Sendable {
     /// The folder whose sub-folders are containers, exact to the byte (as every path here: ARCHITECTURE.md, "Paths
     /// are bytes"); nil for the named containers only.
@@ -34,6 +35,8 @@ public final class WatcherFleet: Sendable {
         var letGo = false
         /// The folder under the root, as it was found.
         var folder: Identity?
+        /// Found to be a container (its watcher started, or failed for a reason other than being none yet).
+        var isContainer = false
     }
 
     private struct State {
@@ -43,6 +46,8 @@ public final class WatcherFleet: Sendable {
         var rescanRoot = true
         var stopped = false
         var running = 0
+        /// How many containers under the root the fleet last said it serves; nil before it first said so.
+        var saidServing: Int?
     }
 
     private let state = Mutex(State())
@@ -117,6 +122,10 @@ public final class WatcherFleet: Sendable {
         while !state.withLock({ $0.stopped }) {
             lookAtRoot()
             startDue()
+            sayServing(
+                state.withLock { state in
+                    state.members.filter { isUnderRoot($0.key) && $0.value.isContainer && !$0.value.letGo }.count
+                })
             let next = state.withLock { $0.members.values.compactMap(\.retryAt).min() }
             if let next {
                 let wait = max(.zero, next - .now)
@@ -217,19 +226,14 @@ public final class WatcherFleet: Sendable {
             inbox = try Inbox(containerPath: path)
         } catch {
             // Not a container (yet: one being made), or not readable: looked at again later.
+            if error.code != .cannotCreate { state.withLock { $0.members[path]?.isContainer = true } }
             retryLater(path, error, quietly: error.code == .cannotCreate)
             return
         }
-        var options = self.options
-        // Nothing can read a member's stream: without it, each container would hold its newest 1,024 arrivals.
-        options.streamsArrivals = false
-        if let report = self.options.report {
-            let shown = Self.shown(path)
-            options.report = { @Sendable line in report("\(shown): \(line)") }
-        }
-        let watcher = Watcher(inbox: inbox, options: options)
+        let watcher = Watcher(inbox: inbox, options: memberOptions(path))
         let started = state.withLock { state -> Bool in
             guard !state.stopped, state.members[path] != nil else { return false }
+            state.members[path]?.isContainer = true
             state.members[path]?.watcher = watcher
             state.members[path]?.retryAt = nil
             state.running += 1
@@ -259,10 +263,98 @@ public final class WatcherFleet: Sendable {
         guard again else { return }
         guard !letGo else {
             report(path, "its watch.lock was removed or replaced (is the container being removed?): let go")
+            wake.signal()  // one container fewer to say
             return
         }
         retryLater(path, failure ?? ContainerError(.failure, "the watcher stopped"), quietly: false)
         wake.signal()
+    }
+
+    /// The options of the watcher of the container at `path`: the fleet's, each line it reports prefixed with the
+    /// path.
+    private func memberOptions(_ path: [UInt8]) -> WatchOptions {
+        var options = self.options
+        // Nothing can read a member's stream: without it, each container would hold its newest 1,024 arrivals.
+        options.streamsArrivals = false
+        if let report = self.options.report {
+            let shown = Self.shown(path)
+            options.report = { @Sendable line in report("\(shown): \(line)") }
+        }
+        return options
+    }
+
+    /// Handles what is in the Inbox of each container once, one container after another, and returns (`watch
+    /// --root DIR --once`): those named, and each folder under `root` that is a container (another folder is
+    /// passed over, as `run` passes over it until it becomes one). `options.once` is taken as set. A container that
+    /// fails is reported, logged in it where its log can be written, and the others still get their turn; then
+    /// the worst failure is thrown: the first whose status is not 75 (busy, try again), else 75.
+    public func runOnce() throws(ContainerError) {
+        defer { signalCatch.release() }
+        var paths = containers
+        if let root {
+            let names: [FileName]
+            do {
+                names = try FileDescriptor(root, [.directory]).entries().filter { !$0.isHidden }
+            } catch {
+                throw error.failure("read the folder of containers", root)
+            }
+            paths += names.sorted().map { root + [0x2F] + $0.bytes }.filter { !containers.contains($0) }
+        }
+        // A folder under the root that is no container is passed over; one named must be one. Each is opened in
+        // its turn and let go after it, so the descriptors held stay few however many there are.
+        let served = paths.filter { !isUnderRoot($0) || Container.isContainer(at: $0) }
+        sayServing(served.filter { isUnderRoot($0) }.count)
+        var failures: [ContainerError] = []
+        for path in served {
+            do throws(ContainerError) {
+                var options = memberOptions(path)
+                options.once = true
+                let watcher = Watcher(inbox: try Inbox(containerPath: path), options: options)
+                let started = state.withLock { state -> Bool in
+                    guard !state.stopped else { return false }
+                    state.members[path] = Member(watcher: watcher)  // for `stop()`
+                    return true
+                }
+                guard started else { break }
+                defer { state.withLock { _ = $0.members.removeValue(forKey: path) } }
+                try watcher.runBlocking()  // logs its failure in the container
+            } catch {
+                report(path, error.message)
+                failures.append(error)
+            }
+        }
+        guard let worst = failures.first(where: { $0.code != .busy }) ?? failures.first else { return }
+        throw ContainerError(
+            worst.code,
+            "\(failures.count) of \(served.count) containers failed, each said above; the exit status is the worst"
+        )
+    }
+
+    /// Says how many containers under the root the fleet serves (`count`), if it has not said so already: at the
+    /// start, "no containers … yet", or that the root is itself a container, and then each time the count changes.
+    private func sayServing(_ count: Int) {
+        guard let root else { return }
+        let first = state.withLock { state -> Bool? in
+            guard state.saidServing != count else { return nil }
+            defer { state.saidServing = count }
+            return state.saidServing == nil
+        }
+        guard let first else { return }
+        let rootIsContainer = first && count == 0 && Container.isContainer(at: root)
+        options.report?(
+            Self.servingLine(count, under: Self.shown(root), first: first, rootIsContainer: rootIsContainer))
+    }
+
+    /// What the fleet says of the containers it serves under `root`.
+    static func servingLine(_ count: Int, under root: String, first: Bool, rootIsContainer: Bool) -> String {
+        if rootIsContainer {
+            return "\(root) is itself a container: serving no containers under it; use --container \(root) to watch it"
+        }
+        switch count {
+        case 0: return "serving no containers under \(root)" + (first ? " yet" : "")
+        case 1: return "serving 1 container under \(root)"
+        default: return "serving \(count) containers under \(root)"
+        }
     }
 
     /// Whether `path` is served for being under the root, not for being named.
