@@ -171,3 +171,36 @@ final class NotifySocket {
         return String(decoding: buffer[..<max(count, 0)], as: UTF8.self)
     }
 }
+
+/// What a running child writes on stderr, read as it comes.
+final class StderrReader {
+    let child: InboxProcess.Child
+    private(set) var text = ""
+
+    init(_ child: InboxProcess.Child) {
+        self.child = child
+    }
+
+    /// Where the text the next `waitFor` looks in starts: after what the last one found.
+    private var searched = 0
+
+    /// Reads until `expected` has been written after what the last `waitFor` found, or the deadline passes.
+    func waitFor(_ expected: String, timeout: TimeInterval = 30) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        func found() -> Bool {
+            guard let range = text.utf8.dropFirst(searched).firstRange(of: expected.utf8) else { return false }
+            searched = text.utf8.distance(from: text.utf8.startIndex, to: range.upperBound)
+            return true
+        }
+        while !found() {
+            guard Date() < deadline else { return false }
+            var poller = pollfd(fd: child.stderr, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) > 0 else { continue }
+            let count = buffer.withUnsafeMutableBytes { read(child.stderr, $0.baseAddress, $0.count) }
+            if count <= 0 { return found() }
+            text += String(decoding: buffer[..<count], as: UTF8.self)
+        }
+        return true
+    }
+}
