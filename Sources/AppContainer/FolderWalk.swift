@@ -5,43 +5,43 @@ import Glibc
 /// link is ever followed. What its users need differently is a parameter: how deep it goes, whether it stays on the
 /// root's filesystem, whether each folder's names come sorted (else they are read one at a time, in constant
 /// memory), and, in `run`, what a failure does.
-public struct FolderWalk: Sendable {
+package struct FolderWalk: Sendable {
     /// A folder this many levels below the root is not read: its reading is a failure (`nested too deep`).
     /// Each level holds a descriptor or two, so the bound keeps a deep tree from running out of them.
-    public let maxDepth: Int
+    package let maxDepth: Int
     /// Whether a folder on another filesystem than the root's (a mount point) is left unentered. It is still
     /// visited; that is no failure.
-    public let sameFilesystem: Bool
+    package let sameFilesystem: Bool
     /// Whether each folder's names come sorted (read whole first) or as the folder lists them.
-    public let sorted: Bool
+    package let sorted: Bool
 
     /// A walk that goes `maxDepth` folders deep at the most.
-    public init(maxDepth: Int, sameFilesystem: Bool, sorted: Bool = false) {
+    package init(maxDepth: Int, sameFilesystem: Bool, sorted: Bool = false) {
         self.maxDepth = maxDepth
         self.sameFilesystem = sameFilesystem
         self.sorted = sorted
     }
 
     /// One entry below the root.
-    public struct Entry {
+    package struct Entry {
         /// The open folder that holds it, for the `*at` calls.
-        public let parent: CInt
+        package let parent: CInt
         /// Its names below the root, its own last.
-        public let path: [FileName]
+        package let path: [FileName]
         /// Its status, a symbolic link's own.
-        public let status: FileStatus
+        package let status: FileStatus
 
         /// Its own name.
-        public var name: FileName { path[path.count - 1] }
+        package var name: FileName { path[path.count - 1] }
     }
 
     /// What to do after an entry: go on to the next, go into it (when it is a folder), or end the walk.
-    public enum Step {
+    package enum Step {
         case next, enter, stop
     }
 
     /// The error policy that ends a walk at its first failure: pass it as `onError`.
-    public static func stop(_ error: ContainerError) throws(ContainerError) { throw error }
+    package static func stop(_ error: ContainerError) throws(ContainerError) { throw error }
 
     /// Calls `visit` for every entry below `root` (named `shown` in messages) until it returns `.stop`; `enter` gets
     /// each folder entered, open, before its entries, and `leave` after them. An entry gone or replaced since
@@ -49,7 +49,7 @@ public struct FolderWalk: Sendable {
     /// `maxDepth` among them, goes to `onError`: throwing it ends the walk with it, returning passes over what it
     /// concerns (report and skip). A failure to read `root` itself is thrown. Returns false when stopped.
     @discardableResult
-    public func run(
+    package func run(
         _ root: borrowing FileDescriptor, shown: String,
         onError: (ContainerError) throws(ContainerError) -> Void,
         visit: (Entry) throws(ContainerError) -> Step,
