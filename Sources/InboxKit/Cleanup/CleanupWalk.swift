@@ -8,7 +8,7 @@ extension CleanupWalker {
     /// The walk below a place's folder.
     static let walk = FolderWalk(maxDepth: 128, sameFilesystem: true)
     /// The reading of one folder, entries alone.
-    static let list = FolderWalk(maxDepth: 1, sameFilesystem: true)
+    static let list = FolderWalk(maxDepth: 1, sameFilesystem: false)
 
     /// What an entry weighs and how recently it changed.
     struct Measure {
