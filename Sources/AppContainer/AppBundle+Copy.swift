@@ -29,52 +29,51 @@ final class TreeCopy {
         self.shouldContinue = shouldContinue
     }
 
+    /// Copies `source` into `target` with the bundle's walk (ARCHITECTURE.md, "Walks and removal"): each folder
+    /// made and entered in both trees at once, its target open while its entries are copied.
     func copy(_ source: borrowing FileDescriptor, into target: borrowing FileDescriptor) throws(ContainerError) {
-        try copyFolder(source.rawValue, into: target.rawValue, root: source.rawValue, path: [])
+        let root = source.rawValue
+        // The open target folders, the innermost last; `made` is a folder made and not yet entered.
+        var targets: [CInt] = [target.rawValue]
+        var made: CInt?
+        defer {
+            if let made { try? system_close(made) }
+            for folder in targets.dropFirst() { try? system_close(folder) }
+        }
+        try Tree.walk.run(
+            source, shown: shown, onError: FolderWalk.stop,
+            visit: { entry throws(ContainerError) in
+                if let folder = made { try? system_close(folder) }  // the walk did not go into it: gone since
+                made = nil
+                let path = entry.path
+                if path.count == 1 && entry.name.string == (mode == .install ? "_CodeSignature" : "inbox") {
+                    return .next
+                }
+                do {
+                    made = try copyEntry(entry, into: targets[targets.count - 1], root: root)
+                } catch let error as ContainerError {
+                    throw error
+                } catch let error as Errno {
+                    throw error.failure("copy", shown + "/" + Tree.text(path))
+                } catch {
+                    throw ContainerError(.failure, "cannot copy '\(shown)/\(Tree.text(path))': \(error)")
+                }
+                return made == nil ? .next : .enter
+            },
+            enter: { _, _ in
+                targets.append(made.unsafelyUnwrapped)
+                made = nil
+            },
+            leave: { _, _ in try? system_close(targets.removeLast()) })
     }
 
-    private func copyFolder(_ source: CInt, into target: CInt, root: CInt, path: [FileName]) throws(ContainerError) {
-        guard path.count < Tree.maxDepth else {
-            throw ContainerError(.badData, "'\(shown)/\(Tree.text(path))' is nested too deep")
-        }
-        let names: [FileName]
-        do {
-            names = try FileDescriptor(owning: try system_dup(source)).entries().sorted()
-        } catch {
-            throw error.failure("read the folder", shown + "/" + Tree.text(path))
-        }
-        for name in names {
-            let entry = path + [name]
-            if path.isEmpty && name.string == (mode == .install ? "_CodeSignature" : "inbox") { continue }
-            let folders: (source: CInt, target: CInt)?
-            do {
-                folders = try copyEntry(name, entry, from: source, into: target, root: root)
-            } catch let error as ContainerError {
-                throw error
-            } catch let error as Errno {
-                throw error.failure("copy", shown + "/" + Tree.text(entry))
-            } catch {
-                throw ContainerError(.failure, "cannot copy '\(shown)/\(Tree.text(entry))': \(error)")
-            }
-            guard let folders else { continue }
-            defer {
-                try? system_close(folders.source)
-                try? system_close(folders.target)
-            }
-            try copyFolder(folders.source, into: folders.target, root: root, path: entry)
-        }
-    }
-
-    /// Copies one entry; for a folder, makes it and returns it open in both trees (the caller closes them).
-    private func copyEntry(_ name: FileName, _ entry: [FileName], from source: CInt, into target: CInt, root: CInt)
-        throws -> (source: CInt, target: CInt)?
-    {
+    /// Copies one entry; for a folder, makes it and returns it open (the caller closes it).
+    private func copyEntry(_ found: FolderWalk.Entry, into target: CInt, root: CInt) throws -> CInt? {
+        let (name, entry, source, status) = (found.name, found.path, found.parent, found.status)
         let shownEntry = shown + "/" + Tree.text(entry)
         if mode == .install && !name.isValidUTF8 {
             throw ContainerError(.badData, "'\(shownEntry)' has a name that is not UTF-8, which a seal cannot hold")
         }
-        // Gone since the folder was read: nothing to copy.
-        guard let status = try fileStatusIfPresent(in: source, name) else { return nil }
         switch status.kind {
         case .directory:
             do {
@@ -90,12 +89,7 @@ final class TreeCopy {
                 guard mode == .templates, error == .notDirectory || error == .tooManySymbolicLinks else { throw error }
                 return nil
             }
-            do {
-                return (try system_openat(source, name, [.directory, .noFollow]), innerTarget)
-            } catch {
-                try? system_close(innerTarget)
-                throw error
-            }
+            return innerTarget
         case .regular:
             if mode == .templates {
                 if try fileStatusIfPresent(in: target, name) != nil {

@@ -59,13 +59,13 @@ extension AppBundle {
             try Setup.forget(container)
             try system_renameat2(state.rawValue, staging, state.rawValue, name, .exchange)
         } catch {
-            try? Tree.remove(staging, in: state.rawValue)
+            try? FolderWalk.remove(staging, in: state.rawValue, shown: container.root + "/" + staging.string)
             if let error = error as? ContainerError { throw error }
             if let error = error as? Errno { throw error.failure("install the bundle into", path) }
             throw ContainerError(.failure, "cannot install the bundle into '\(path)': \(error)")
         }
         // The staging name now holds the empty folder the bundle was.
-        try? Tree.remove(staging, in: state.rawValue)
+        try? FolderWalk.remove(staging, in: state.rawValue, shown: container.root + "/" + staging.string)
         do {
             try system_fsync(state.rawValue)
         } catch {
@@ -97,23 +97,23 @@ extension AppBundle {
 
     /// Files become 0444 (execute bits kept), folders 0555, the root last.
     private static func dropWriteBits(_ root: borrowing FileDescriptor, shown: String) throws(ContainerError) {
-        try Tree.walk(
-            root, shown: shown,
-            visit: { parent, path, status throws(ContainerError) in
-                guard status.kind == .regular, let name = path.last else { return status.kind == .directory }
+        try Tree.walk.run(
+            root, shown: shown, onError: FolderWalk.stop,
+            visit: { entry throws(ContainerError) in
+                guard entry.status.kind == .regular else { return entry.status.kind == .directory ? .enter : .next }
                 do throws(Errno) {
-                    let file = try FileDescriptor(at: parent, name, [.noFollow, .nonBlocking])
-                    try system_fchmod(file.rawValue, 0o444 | (status.mode & 0o111))
+                    let file = try FileDescriptor(at: entry.parent, entry.name, [.noFollow, .nonBlocking])
+                    try system_fchmod(file.rawValue, 0o444 | (entry.status.mode & 0o111))
                 } catch {
-                    throw error.failure("seal", shown + "/" + Tree.text(path))
+                    throw error.failure("seal", shown + "/" + Tree.text(entry.path))
                 }
-                return false
+                return .next
             },
-            leave: { folder, path throws(ContainerError) in
+            leave: { entry, folder throws(ContainerError) in
                 do throws(Errno) {
                     try system_fchmod(folder, 0o555)
                 } catch {
-                    throw error.failure("seal", shown + "/" + Tree.text(path))
+                    throw error.failure("seal", shown + "/" + Tree.text(entry.path))
                 }
             })
         do {
@@ -149,7 +149,9 @@ extension AppBundle {
     /// Removes staging folders that an interrupted install left in the container root.
     private static func sweepStaging(in root: CInt) {
         guard let names = try? FileDescriptor(at: root, ".", [.directory]).entries() else { return }
-        for name in names where name.string.hasPrefix(".inbox-bundle.") { try? Tree.remove(name, in: root) }
+        for name in names where name.string.hasPrefix(".inbox-bundle.") {
+            try? FolderWalk.remove(name, in: root, shown: name.string)
+        }
     }
 
     /// One install at a time per container: `bundle.lock` in the state folder.

@@ -125,12 +125,13 @@ extension AppBundle {
         let digest = try SHA256Digest()
         var manifest: Manifest = [:]
         let rootFD = root.rawValue
-        try Tree.walk(root, shown: shown) { parent, path, status throws(ContainerError) in
+        try Tree.walk.run(root, shown: shown, onError: FolderWalk.stop) { entry throws(ContainerError) in
+            let (parent, path, name) = (entry.parent, entry.path, entry.name)
             let key = Tree.text(path)
-            guard !skipping.contains(key), let name = path.last else { return false }
-            switch status.kind {
+            guard !skipping.contains(key) else { return .next }
+            switch entry.status.kind {
             case .directory:
-                return true
+                return .enter
             case .regular:
                 manifest[key] = .file(sha256: try digest.hash(name, in: parent, shown: shown + "/" + key))
             case .symbolicLink:
@@ -154,7 +155,7 @@ extension AppBundle {
             default:
                 manifest[key] = .other
             }
-            return false
+            return .next
         }
         return manifest
     }

@@ -1,6 +1,6 @@
 import Glibc
 
-/// Walking folder trees below an open root, never following a symbolic link: for the bundle's copy, seal and
+/// Paths below an open root, never following a symbolic link: for the bundle's copy, seal and
 /// resource lookup, and for one-time setup.
 enum Tree {
     /// Deeper than this, a walk stops with an error rather than run out of descriptors.
@@ -51,57 +51,7 @@ enum Tree {
         return resolved
     }
 
-    /// Calls `visit` for every entry below `folder`, each folder's entries sorted by name, never following a
-    /// symbolic link. `visit` gets the folder holding the entry, the entry's path below the walk's root and its
-    /// status, and returns whether to go into it when it is a folder; `leave` gets each such folder, open,
-    /// once its entries are done.
-    static func walk(
-        _ folder: borrowing FileDescriptor, shown: String, below path: [FileName] = [],
-        visit: (_ parent: CInt, _ path: [FileName], _ status: FileStatus) throws(ContainerError) -> Bool,
-        leave: (_ folder: CInt, _ path: [FileName]) throws(ContainerError) -> Void = { _, _ in }
-    ) throws(ContainerError) {
-        guard path.count < maxDepth else {
-            throw ContainerError(.badData, "'\(shown)/\(text(path))' is nested too deep (over \(maxDepth) folders)")
-        }
-        let names: [FileName]
-        do {
-            names = try folder.entries().sorted()
-        } catch {
-            throw error.failure("read the folder", path.isEmpty ? shown : shown + "/" + text(path))
-        }
-        for name in names {
-            let entry = path + [name]
-            let status: FileStatus
-            do {
-                status = try fileStatus(in: folder.rawValue, name)
-            } catch .noSuchFile {
-                continue
-            } catch {
-                throw error.failure("read", shown + "/" + text(entry))
-            }
-            guard try visit(folder.rawValue, entry, status), status.kind == .directory else { continue }
-            let inner: FileDescriptor
-            do {
-                inner = try FileDescriptor(at: folder.rawValue, name, [.directory, .noFollow])
-            } catch {
-                throw error.failure("open the folder", shown + "/" + text(entry))
-            }
-            try walk(inner, shown: shown, below: entry, visit: visit, leave: leave)
-            try leave(inner.rawValue, entry)
-        }
-    }
-
-    /// Removes `name` in `folder` and, for a folder, everything in it, never following a symbolic link.
-    /// Write bits are given back to folders on the way, so that a sealed tree can be removed too.
-    static func remove(_ name: FileName, in folder: CInt) throws(Errno) {
-        let status = try fileStatus(in: folder, name)
-        guard status.kind == .directory else {
-            try system_unlinkat(folder, name)
-            return
-        }
-        let inner = try FileDescriptor(at: folder, name, [.directory, .noFollow])
-        try system_fchmod(inner.rawValue, 0o700)
-        for entry in try inner.entries() { try remove(entry, in: inner.rawValue) }
-        try system_unlinkat(folder, name, removeDirectory: true)
-    }
+    /// The walk of the bundle's copy, seal and resource lookup, and of one-time setup: sorted, so that the same
+    /// tree is always read in the same order, and stopped by its first failure.
+    static let walk = FolderWalk(maxDepth: maxDepth, sameFilesystem: false, sorted: true)
 }

@@ -57,21 +57,29 @@ extension FileDescriptor {
         }
     }
 
-    /// The bytes of the regular files below this folder, never following a symbolic link.
-    public func regularFileBytes(depth: Int = 64) throws(Errno) -> Int64 {
-        var total: Int64 = 0
-        try forEachEntry { name throws(Errno) in
-            guard let status = try? AppContainer.fileStatus(in: rawValue, name) else { return true }
-            if status.kind == .regular {
-                total += status.size
-            } else if status.kind == .directory, depth > 0,
-                let folder = try? FileDescriptor(at: rawValue, name, [.directory, .noFollow])
-            {
-                total += (try? folder.regularFileBytes(depth: depth - 1)) ?? 0
+    /// The regular files below this folder and their bytes, with the walk (ARCHITECTURE.md, "Walks and removal"),
+    /// never following a symbolic link and at most `maxDepth` folders deep; the names in `leavingOut` at its top are
+    /// left out. `onError` is the walk's error policy; `shown` names this folder in its messages.
+    package func regularFiles(
+        maxDepth: Int, leavingOut: Set<FileName> = [], shown: String,
+        onError: (ContainerError) throws(ContainerError) -> Void
+    ) throws(ContainerError) -> (files: Int, bytes: Int64) {
+        var total = (files: 0, bytes: Int64(0))
+        try FolderWalk(maxDepth: maxDepth, sameFilesystem: false).run(self, shown: shown, onError: onError) { entry in
+            if entry.path.count == 1 && leavingOut.contains(entry.name) { return .next }
+            if entry.status.kind == .regular {
+                total.files += 1
+                total.bytes += entry.status.size
             }
-            return true
+            return .enter
         }
         return total
+    }
+
+    /// The bytes of the regular files below this folder (at most 64 folders deep), or the first failure to read
+    /// them.
+    public func regularFileBytes() throws(ContainerError) -> Int64 {
+        try regularFiles(maxDepth: 64, shown: "(folder)", onError: FolderWalk.stop).bytes
     }
 
     /// Copies everything from `source`'s offset to its end into this file at its offset,

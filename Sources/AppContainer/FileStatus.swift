@@ -24,6 +24,10 @@ public struct FileStatus: Sendable, Equatable {
     public let inode: UInt64
     /// When the inode was made (zero where the filesystem does not say): a reused inode is born again.
     public let born: Timestamp
+    /// The owner's user id (`st_uid`).
+    public let owner: UInt32
+    /// The group id (`st_gid`).
+    public let group: UInt32
 
     /// The status `fstat` or `lstat` gives, which has no birth time: `born` is zero.
     public init(_ status: stat) {
@@ -37,6 +41,8 @@ public struct FileStatus: Sendable, Equatable {
         device = UInt64(status.st_dev)
         inode = UInt64(status.st_ino)
         born = Timestamp(seconds: 0, nanoseconds: 0)
+        owner = UInt32(status.st_uid)
+        group = UInt32(status.st_gid)
     }
 
     /// The status `statx` gives, with the birth time where the filesystem keeps it.
@@ -54,6 +60,8 @@ public struct FileStatus: Sendable, Equatable {
             status.born_known != 0
             ? Timestamp(seconds: status.born_seconds, nanoseconds: Int64(status.born_nanoseconds))
             : Timestamp(seconds: 0, nanoseconds: 0)
+        owner = status.owner
+        group = status.group
     }
 
     /// The same status with other permission bits: what `fstat` says after a `fchmod` to `mode`.
@@ -63,9 +71,9 @@ public struct FileStatus: Sendable, Equatable {
         return status
     }
 
-    /// Whether both describe the same file: same device and inode.
+    /// Whether both describe the same file: the one "same file" check, by `FileID` (device and inode).
     public func isSameFile(as other: FileStatus) -> Bool {
-        device == other.device && inode == other.inode
+        fileID == other.fileID
     }
 }
 

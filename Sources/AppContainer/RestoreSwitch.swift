@@ -201,11 +201,14 @@ public final class RestoreSwitch {
 
     /// Removes the staging folder and all it holds, and syncs the root; nil when it is gone.
     private static func removeStaging(_ root: CInt, _ container: Container) -> ContainerError? {
+        do throws(ContainerError) {
+            try FolderWalk.remove(stagingName, in: root, shown: String(decoding: stagingPath(container), as: UTF8.self))
+        } catch {
+            if error.cause == .noSuchFile { return nil }
+            return error
+        }
         do {
-            try Tree.remove(stagingName, in: root)
             try system_fsync(root)
-        } catch .noSuchFile {
-            return nil
         } catch {
             return error.failure("remove the staging folder", stagingPath(container))
         }

@@ -272,6 +272,8 @@ int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status) {
     status->born_nanoseconds = raw.stx_btime.tv_nsec;
     status->changed_seconds = raw.stx_ctime.tv_sec;
     status->changed_nanoseconds = raw.stx_ctime.tv_nsec;
+    status->owner = raw.stx_uid;
+    status->group = raw.stx_gid;
     return 0;
 }
 

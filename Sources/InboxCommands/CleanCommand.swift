@@ -61,6 +61,9 @@ struct CleanCommand: Command {
         }
         progress.clear()
         json?.finish()
+        if let unread = summary.firstUnreadable {
+            Output.problem("kept \(summary.unreadable) entries that could not be read: \(unread.message)")
+        }
         if let failure = summary.firstFailure {
             let entries = summary.failed == 1 ? "1 entry" : "\(summary.failed) entries"
             throw ContainerError(failure.code, "\(entries) could not be deleted", cause: failure.cause)

@@ -402,6 +402,28 @@ import Testing
         while Timestamp.now() < target, Date() < deadline { usleep(5000) }
     }
 
+    /// A tmp folder deeper than the walk goes, with a fresh file at its bottom, is not deleted for its age: a folder
+    /// not wholly read is young, and the clean tells what it could not read (the walk used to stop at its bound
+    /// without a word, and the folder went as old, the fresh file with it).
+    @Test func aFolderDeeperThanTheWalkGoesIsKeptAndReportedNotDeletedForAge() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        var folders = [scratch.container.path(.tmp) + "/deep"]
+        for _ in 0..<130 { folders.append(folders[folders.count - 1] + "/d") }
+        let bottom = folders[folders.count - 1]
+        try FileManager.default.createDirectory(atPath: bottom, withIntermediateDirectories: true)
+        try makeFile(bottom + "/fresh", pattern(3))
+        for folder in folders.reversed() { try setAge(folder, days: 4) }
+        let lock = try HeldWatcherLock(scratch.container)
+        defer { withExtendedLifetime(lock) {} }
+        let plan = CleanupPlan(container: scratch.container, policy: Preferences())
+        #expect(try plan.entries().isEmpty)
+        let summary = try plan.execute(log: scratch.inbox.log) { _ in }
+        #expect(summary.deleted == 0 && summary.unreadable == 1)
+        #expect(summary.firstUnreadable?.message.hasSuffix("is nested too deep (over 128 folders)") == true)
+        #expect(exists(bottom + "/fresh"))
+    }
+
     private func execute(_ plan: CleanupPlan, _ scratch: Scratch) throws -> [Done] {
         var done: [Done] = []
         let summary = try plan.execute(log: scratch.inbox.log) { outcome in

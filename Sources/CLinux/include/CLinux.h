@@ -32,6 +32,7 @@ struct inbox_file_status {
     uint32_t accessed_nanoseconds, modified_nanoseconds, born_nanoseconds;
     int64_t changed_seconds;
     uint32_t changed_nanoseconds;
+    uint32_t owner, group;
 };
 /// statx(dirfd, path, AT_SYMLINK_NOFOLLOW, basic stats and birth time); an empty path describes dirfd itself.
 int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status);

@@ -217,11 +217,6 @@ final class ArchiveWriter {
     /// are archived as hard links to it, not as copies.
     private var firstNames: [FileID: [UInt8]] = [:]
 
-    private struct FileID: Hashable {
-        let device: UInt64
-        let inode: UInt64
-    }
-
     init(fd: CInt, shown: String) throws(ContainerError) {
         let lib = try ArchiveFunctions.loaded.get()
         self.lib = lib
@@ -281,7 +276,7 @@ final class ArchiveWriter {
         }
         guard status.kind == .regular else { return nil }
         if status.linkCount > 1 {
-            let id = FileID(device: status.device, inode: status.inode)
+            let id = status.fileID
             if let first = firstNames[id] {
                 try header(entry.archivedPath, type: S_IFREG, status, entry.owner, hardlink: first)
                 return 0

@@ -81,12 +81,13 @@ extension BackupPlan.Entry {
     }
 }
 
-/// The walk behind `BackupPlan` and the archive writer: depth first, names sorted, one open folder per level,
-/// never following a symbolic link.
+/// The walk behind `BackupPlan` and the archive writer: the folder walk (ARCHITECTURE.md, "Walks and removal"),
+/// names sorted, stopped by its first failure, and a folder listed itself only when it holds nothing.
 struct BackupWalk {
     let container: Container
     /// Deeper folders are an error rather than a descriptor per level without end.
     static let maxDepth = 256
+    static let walk = FolderWalk(maxDepth: maxDepth, sameFilesystem: false, sorted: true)
 
     /// A folder above an entry, for the archive's folder headers.
     struct Folder {
@@ -98,84 +99,70 @@ struct BackupWalk {
     /// Called for each entry with the folder that holds it (open), its name, and the folders above it.
     typealias Visit = (BackupPlan.Entry, CInt, FileName, [Folder]) throws(ContainerError) -> Void
 
+    /// A folder being walked: what it inherits, and whether anything was found in it.
+    private struct Level {
+        let flag: [FileName]?
+        let claims: [FileName: FileName]
+        var holdsSomething = false
+    }
+
     func run(_ visit: Visit) throws(ContainerError) {
         let root = try container.openFolder([])
         var above: [Folder] = []
-        _ = try walk(root, [], flag: nil, &above, visit)
-    }
-
-    /// Visits what `folder` holds; false when it holds nothing.
-    private func walk(
-        _ folder: borrowing FileDescriptor, _ components: [FileName], flag: [FileName]?, _ above: inout [Folder],
-        _ visit: Visit
-    ) throws(ContainerError) -> Bool {
-        guard components.count < Self.maxDepth else {
-            throw ContainerError(.failure, "'\(absolute(components))' is nested too deep to back up")
-        }
-        let names: [FileName]
-        do {
-            names = try folder.entries().sorted()
-        } catch {
-            throw error.failure("read the folder", absolute(components))
-        }
-        let claims =
-            components == BackupRules.inboxComponents ? ClaimedItems.archivedNames(names, container: container) : [:]
-        for name in names {
-            let path = components + [name]
-            let raw: stat
-            do {
-                raw = try system_lstatat(folder.rawValue, name)
-            } catch .noSuchFile {
-                continue  // gone since the folder was read
-            } catch {
-                throw error.failure("read", absolute(path))
-            }
-            let status = FileStatus(raw)
-            let owner = (uid: UInt32(raw.st_uid), gid: UInt32(raw.st_gid))
-            if status.kind == .directory {
-                guard let child = try openChild(folder.rawValue, name, path) else { continue }
-                let childFlag = flag ?? (BackupFlag.isSet(on: child.rawValue) ? path : nil)
-                above.append(Folder(path: BackupRules.joined(path), status: status, owner: owner))
-                let holdsSomething = try walk(child, path, flag: childFlag, &above, visit)
-                above.removeLast()
-                if !holdsSomething {
-                    try visit(entry(path, status, owner, flag: childFlag, target: nil), folder.rawValue, name, above)
+        var levels = [Level(flag: nil, claims: [:])]
+        try Self.walk.run(
+            root, shown: container.root, onError: FolderWalk.stop,
+            visit: { found throws(ContainerError) in
+                levels[levels.count - 1].holdsSomething = true
+                let (path, status, name, parent) = (found.path, found.status, found.name, found.parent)
+                if status.kind == .directory { return .enter }
+                let level = levels[levels.count - 1]
+                let target = status.kind == .symbolicLink ? try? system_readlinkat(parent, name) : nil
+                var listed = entry(path, status, flag: level.flag, target: target)
+                if listed.isIncluded, status.kind == .regular, BackupFlag.isSet(in: parent, name) {
+                    listed = entry(path, status, flag: path, target: nil)
                 }
-                continue
-            }
-            let target = status.kind == .symbolicLink ? try? system_readlinkat(folder.rawValue, name) : nil
-            var listed = entry(path, status, owner, flag: flag, target: target)
-            if listed.isIncluded, status.kind == .regular, BackupFlag.isSet(in: folder.rawValue, name) {
-                listed = entry(path, status, owner, flag: path, target: nil)
-            }
-            if listed.isIncluded, let own = claims[name] { listed = listed.archived(as: own) }
-            try visit(listed, folder.rawValue, name, above)
-        }
-        return !names.isEmpty
+                if listed.isIncluded, let own = level.claims[name] { listed = listed.archived(as: own) }
+                try visit(listed, parent, name, above)
+                return .next
+            },
+            enter: { found, folder throws(ContainerError) in
+                let path = found.path
+                let flag = levels[levels.count - 1].flag ?? (BackupFlag.isSet(on: folder) ? path : nil)
+                var claims: [FileName: FileName] = [:]
+                if path == BackupRules.inboxComponents {
+                    do throws(Errno) {
+                        let names = try FileDescriptor(at: folder, ".", [.directory]).entries().sorted()
+                        claims = ClaimedItems.archivedNames(names, container: container)
+                    } catch {
+                        throw error.failure("read the folder", absolute(path))
+                    }
+                }
+                levels.append(Level(flag: flag, claims: claims))
+                above.append(Folder(path: BackupRules.joined(path), status: found.status, owner: owner(found.status)))
+            },
+            leave: { found, _ throws(ContainerError) in
+                let level = levels.removeLast()
+                above.removeLast()
+                if !level.holdsSomething {
+                    try visit(
+                        entry(found.path, found.status, flag: level.flag, target: nil), found.parent, found.name, above)
+                }
+            })
     }
 
-    /// The folder `name` in `folder`, or nil when it is gone or was replaced since it was listed.
-    private func openChild(_ folder: CInt, _ name: FileName, _ path: [FileName]) throws(ContainerError)
-        -> FileDescriptor?
+    private func owner(_ status: FileStatus) -> (uid: UInt32, gid: UInt32) {
+        (status.owner, status.group)
+    }
+
+    private func entry(_ components: [FileName], _ status: FileStatus, flag: [FileName]?, target: [UInt8]?)
+        -> BackupPlan.Entry
     {
-        do {
-            return try FileDescriptor(at: folder, name, [.directory, .noFollow])
-        } catch .noSuchFile, .notDirectory, .tooManySymbolicLinks {
-            return nil
-        } catch {
-            throw error.failure("open the folder", absolute(path))
-        }
-    }
-
-    private func entry(
-        _ components: [FileName], _ status: FileStatus, _ owner: (uid: UInt32, gid: UInt32), flag: [FileName]?,
-        target: [UInt8]?
-    ) -> BackupPlan.Entry {
         let (included, reason) = BackupRules.decide(
             components, kind: status.kind, appName: container.appName, flaggedBy: flag, linkTarget: target)
         let path = BackupRules.joined(components)
         return BackupPlan.Entry(
-            path: path, status: status, isIncluded: included, reason: reason, linkTarget: target, owner: owner,
+            path: path, status: status, isIncluded: included, reason: reason, linkTarget: target, owner: owner(status),
             archivedPath: path)
     }
 

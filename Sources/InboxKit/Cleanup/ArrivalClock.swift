@@ -41,21 +41,21 @@ struct ArrivalClock {
 
     /// The time of the latest `delivered` or `arrived` record of each of `items` that has one, keyed by device and
     /// inode: one pass over the log, across its rotated files, holding only what `items` asks for.
-    func latestRecords(for items: some Sequence<Identity>) throws(ContainerError) -> [FileKey: Timestamp] {
-        var wanted: [FileKey: Identity] = [:]
-        for item in items { wanted[FileKey(item)] = item }
+    func latestRecords(for items: some Sequence<Identity>) throws(ContainerError) -> [FileID: Timestamp] {
+        var wanted: [FileID: Identity] = [:]
+        for item in items { wanted[item.fileID] = item }
         guard !wanted.isEmpty else { return [:] }
-        var latest: [FileKey: Timestamp] = [:]
+        var latest: [FileID: Timestamp] = [:]
         let kinds: Set<String> = [EventKind.delivered.rawValue, EventKind.arrived.rawValue]
         let log = try EventLog(container: container)
         let now = Timestamp.now()
         try log.forEachRecord(kinds: kinds) { record in
-            guard let id = record.fields["id"].flatMap(Identity.init(text:)), let item = wanted[FileKey(id)],
+            guard let id = record.fields["id"].flatMap(Identity.init(text:)), let item = wanted[id.fileID],
                 Self.isSame(id, as: item)
             else { return true }
             // A time that cannot be read makes the item as young as can be.
             let time = Timestamp(rfc3339: record.time) ?? now
-            latest[FileKey(id)] = max(latest[FileKey(id)] ?? time, time)
+            latest[id.fileID] = max(latest[id.fileID] ?? time, time)
             return true
         }
         return latest
@@ -65,21 +65,10 @@ struct ArrivalClock {
     /// its size and modification time too, so that a record of a deleted file whose inode the item reuses is not
     /// taken for the item's.
     static func isSame(_ record: Identity, as item: Identity) -> Bool {
-        guard record.device == item.device, record.inode == item.inode else { return false }
+        guard record.fileID == item.fileID else { return false }
         let unknown = Timestamp(seconds: 0, nanoseconds: 0)
         guard record.born != unknown, item.born != unknown else { return record == item }
         return record.born == item.born
-    }
-
-    /// A file's device and inode.
-    struct FileKey: Hashable {
-        let device: UInt64
-        let inode: UInt64
-
-        init(_ identity: Identity) {
-            device = identity.device
-            inode = identity.inode
-        }
     }
 }
 

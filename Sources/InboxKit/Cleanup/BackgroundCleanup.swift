@@ -169,6 +169,9 @@ extension Watcher {
             if summary.deleted > 0 {
                 report("cleanup deleted \(summary.deleted) entries (\(summary.bytesFreed) bytes)")
             }
+            if let unread = summary.firstUnreadable, holdsLock {
+                report("cleanup kept \(summary.unreadable) entries it could not read: \(unread.message)")
+            }
             if let failure = summary.firstFailure, holdsLock {
                 report("cleanup could not delete \(summary.failed) entries: \(failure.message)")
             }

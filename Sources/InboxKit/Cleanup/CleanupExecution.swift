@@ -63,6 +63,10 @@ public struct CleanupSummary: Sendable {
     public var failed = 0
     /// The first of those reasons.
     public var firstFailure: ContainerError?
+    /// Entries or folders that could not be read, and so were kept with all they hold.
+    public var unreadable = 0
+    /// The first of those reasons.
+    public var firstUnreadable: ContainerError?
 }
 
 extension CleanupPlan {
@@ -76,9 +80,13 @@ extension CleanupPlan {
         waiting: () -> Void = {}, shouldStop: @escaping () -> Bool = { false }, _ each: (CleanupOutcome) -> Void
     ) throws(ContainerError) -> CleanupSummary {
         let run = { (executor: inout CleanupExecutor) throws(ContainerError) in
-            try forEachEntry(progress: progress, shouldStop: shouldStop) { entry throws(ContainerError) in
+            var unread = (count: 0, first: ContainerError?.none)
+            let passedOver = { (error: ContainerError) in unread = (unread.count + 1, unread.first ?? error) }
+            try forEachEntry(progress: progress, shouldStop: shouldStop, passedOver: passedOver) {
+                entry throws(ContainerError) in
                 try executor.run(entry).forEach(each)
             }
+            (executor.summary.unreadable, executor.summary.firstUnreadable) = unread
             try executor.commit().forEach(each)
         }
         return try withExecutor(dryRun: dryRun, log: log, waitForLock: waitForLock, waiting: waiting, run)
@@ -252,11 +260,11 @@ private struct CleanupExecutor {
     /// Removes the aside (a folder with everything in it); the error when something stays.
     private func removeAside(_ item: CleanupJournal.Item) -> ContainerError? {
         guard let folder = folders[item.folder]?.rawValue else { return nil }
-        do throws(Errno) {
-            try item.remove(in: folder)
+        do {
+            try item.remove(in: folder, shown: shownPath(item))
             return nil
         } catch {
-            return error.failure("delete", shownPath(item))
+            return error
         }
     }
 

@@ -154,7 +154,10 @@ struct CleanupJournal {
                         throw error
                     }
                     if try fileStatusIfPresent(in: open.rawValue, item.aside) != nil {
-                        try item.remove(in: open.rawValue)
+                        do throws(ContainerError) { try item.remove(in: open.rawValue, shown: shown) } catch {
+                            unsettled = unsettled ?? error
+                            continue
+                        }
                     }
                 } else if let status = try fileStatusIfPresent(in: open.rawValue, item.aside), item.matches(status) {
                     try item.putBack(in: open.rawValue)
@@ -224,8 +227,11 @@ struct CleanupJournal {
 extension CleanupJournal.Item {
     /// Whether `status` describes the file planned.
     func matches(_ status: FileStatus) -> Bool {
-        status.device == device && status.inode == inode
+        status.fileID == fileID
     }
+
+    /// The file planned.
+    var fileID: FileID { FileID(device: device, inode: inode) }
 
     /// Renames the entry aside in `folder` with the one checked rename: true once the file planned is aside,
     /// false when the name holds another file (a file that took the name meanwhile goes back).
@@ -235,7 +241,7 @@ extension CleanupJournal.Item {
             guard matches(try fileStatus(in: folder, name)) else { return .success(false) }
             let taken = try checkedRename(
                 name, in: folder, into: folder, as: aside, naming: .inbox,
-                expected: FileID(device: device, inode: inode))
+                expected: fileID)
             // An aside a crashed clean left holds the name: the entry went beside it, so it goes back.
             if let taken, taken != aside {
                 try AppContainer.putBack(taken, from: folder, into: folder, as: name)
@@ -254,17 +260,7 @@ extension CleanupJournal.Item {
     }
 
     /// Deletes the aside in `folder` while it is the file planned; a folder goes with everything in it.
-    func remove(in folder: CInt) throws(Errno) {
-        let status = try fileStatus(in: folder, aside)
-        guard matches(status) else { return }
-        guard status.kind == .directory else {
-            try system_unlinkat(folder, aside)
-            return
-        }
-        let opened = try FileDescriptor(at: folder, aside, [.directory, .noFollow])
-        guard try opened.fileStatus().isSameFile(as: status) else { return }
-        opened.allowRemoval(status)
-        try opened.removeContents(device: status.device)
-        try system_unlinkat(folder, aside, removeDirectory: true)
+    func remove(in folder: CInt, shown: String) throws(ContainerError) {
+        try FolderWalk.remove(aside, in: folder, shown: shown, expected: fileID)
     }
 }

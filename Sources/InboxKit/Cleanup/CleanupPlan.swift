@@ -65,12 +65,14 @@ public struct CleanupPlan: Sendable {
     /// than `tmpMaxAge` (all of them when the app is not running); then the least recently used files of Caches
     /// while it holds more than `cachesMaxBytes`. A missing place is skipped. `body` may delete each entry.
     ///
-    /// `progress` counts each entry checked; `shouldStop` is asked as often and ends the walk early.
+    /// `progress` counts each entry checked; `shouldStop` is asked as often and ends the walk early. `passedOver`
+    /// hears of each entry or folder that could not be read: it is kept, and what it holds is never deleted for it.
     public func forEachEntry(
         progress: ProgressLine? = nil, shouldStop: @escaping () -> Bool = { false },
+        passedOver: @escaping (ContainerError) -> Void = { _ in },
         _ body: (CleanupEntry) throws(ContainerError) -> Void
     ) throws(ContainerError) {
-        let walker = CleanupWalker(plan: self, progress: progress, shouldStop: shouldStop)
+        let walker = CleanupWalker(plan: self, progress: progress, shouldStop: shouldStop, passedOver: passedOver)
         try walker.inbox(body)
         try walker.tmp(body)
         try walker.caches(body)
@@ -99,10 +101,22 @@ final class CleanupWalker {
     /// The folders of Caches seen by the second pass, as (parent index, name); index 0 is Caches itself.
     var folders: [(parent: Int, name: FileName?)] = []
 
-    init(plan: CleanupPlan, progress: ProgressLine?, shouldStop: @escaping () -> Bool) {
+    /// Told of what could not be read (see `CleanupPlan.forEachEntry`).
+    let passedOver: (ContainerError) -> Void
+
+    init(
+        plan: CleanupPlan, progress: ProgressLine?, shouldStop: @escaping () -> Bool,
+        passedOver: @escaping (ContainerError) -> Void
+    ) {
         self.plan = plan
         self.progress = progress
         self.shouldStop = shouldStop
+        self.passedOver = passedOver
+    }
+
+    /// The walks' error policy: report and skip.
+    func passOver(_ error: ContainerError) {
+        passedOver(error)
     }
 
     /// Counts one entry checked; false once the walk should end.
@@ -144,7 +158,7 @@ final class CleanupWalker {
         func decide() throws(ContainerError) {
             let records = try clock.latestRecords(for: suspects.map { Identity($0.status) })
             for suspect in suspects {
-                let record = records[ArrivalClock.FileKey(Identity(suspect.status))]
+                let record = records[suspect.status.fileID]
                 if let arrival = clock.arrival(changed: suspect.time, record: record),
                     plan.isOlder(arrival, than: policy.inboxMaxAge)
                 {
@@ -160,7 +174,7 @@ final class CleanupWalker {
         }
         try read(folder, shown) { name, status throws(ContainerError) in
             guard isItem(name, status) else { return }
-            let measure = measure(name, status, in: fd)
+            let measure = measure(name, status, in: fd, shown)
             if clock.keepsChangeTime && !plan.isOlder(measure.changed, than: policy.inboxMaxAge) {
                 kept += measure.bytes
                 return
@@ -183,8 +197,8 @@ final class CleanupWalker {
         var oldest = OldestFirst(excess: kept - policy.inboxMaxBytes)
         try read(folder, shown) { name, status throws(ContainerError) in
             guard isItem(name, status) else { return }
-            let measure = measure(name, status, in: fd)
-            let record = records[ArrivalClock.FileKey(Identity(status))]
+            let measure = measure(name, status, in: fd, shown)
+            let record = records[status.fileID]
             // One with no known arrival counts as arriving now.
             let arrival = clock.arrival(changed: measure.changed, record: record) ?? plan.now
             guard !plan.isOlder(arrival, than: policy.inboxMaxAge) else { return }
@@ -208,8 +222,9 @@ final class CleanupWalker {
         guard let folder = try open(.tmp) else { return }
         let maxAge = plan.policy.tmpMaxAge
         let fd = folder.rawValue
-        try read(folder, plan.container.path(.tmp)) { name, status throws(ContainerError) in
-            let measure = measure(name, status, in: fd)
+        let shown = plan.container.path(.tmp)
+        try read(folder, shown) { name, status throws(ContainerError) in
+            let measure = measure(name, status, in: fd, shown)
             if !plan.appIsRunning {
                 try body(entry(.tmp, [name], CleanupPolicy.appNotRunning, measure.bytes, status))
             } else if plan.isOlder(measure.modified, than: maxAge) {
@@ -224,20 +239,14 @@ final class CleanupWalker {
         guard !stopped, let folder = try open(.caches) else { return }
         let limit = plan.policy.cachesMaxBytes
         let shown = plan.container.path(.caches)
-        let device: UInt64
-        do {
-            device = try folder.fileStatus().device
-        } catch {
-            throw error.failure("read", shown)
-        }
         var total: Int64 = 0
-        try walkFiles(folder, shown, device: device, register: false) { _, _, status in
+        try walkFiles(folder, shown, register: false) { _, _, status in
             total += status.kind == .regular ? status.size : 0
         }
         guard total > limit, !stopped else { return }
         folders = [(0, nil)]
         var oldest = OldestFirst(excess: total - limit)
-        try walkFiles(folder, shown, device: device, register: true) { index, name, status in
+        try walkFiles(folder, shown, register: true) { index, name, status in
             let bytes = status.kind == .regular ? status.size : 0
             oldest.add(
                 OldestFirst.Candidate(

@@ -1,11 +1,14 @@
 import AppContainer
 
-// The folder walks of the cleanup: each opens folders relative to their parent with O_NOFOLLOW, checks that
-// the folder opened is the one listed, and stays on the filesystem it started on.
+// The cleanup's reading of its places, with the walk (ARCHITECTURE.md, "Walks and removal"): never following a
+// symbolic link, each folder checked to be the one listed, never leaving the place's filesystem. What cannot be
+// read is passed over and told to `passedOver` (a doubt keeps an item: it is counted young, never deleted for it).
 
 extension CleanupWalker {
-    /// How deep a walk or a removal goes; each level holds two descriptors.
-    static let maxDepth = 128
+    /// The walk below a place's folder.
+    static let walk = FolderWalk(maxDepth: 128, sameFilesystem: true)
+    /// The reading of one folder, entries alone.
+    static let list = FolderWalk(maxDepth: 1, sameFilesystem: false)
 
     /// What an entry weighs and how recently it changed.
     struct Measure {
@@ -23,92 +26,78 @@ extension CleanupWalker {
         _ body: (FileName, FileStatus) throws(ContainerError) -> Void
     ) throws(ContainerError) {
         guard !stopped else { return }
-        let fd = folder.rawValue
-        var failure: ContainerError?
-        do {
-            try folder.forEachEntry { name throws(Errno) in
-                guard tick() else { return false }
-                guard !CleanupJournal.isAside(name), let status = try? fileStatus(in: fd, name) else { return true }
-                do throws(ContainerError) { try body(name, status) } catch {
-                    failure = error
-                    return false
-                }
-                return true
-            }
-        } catch {
-            throw error.failure("read", shown)
+        try Self.list.run(folder, shown: shown, onError: passOver) { entry throws(ContainerError) in
+            guard tick() else { return .stop }
+            if !CleanupJournal.isAside(entry.name) { try body(entry.name, entry.status) }
+            return .next
         }
-        if let failure { throw failure }
     }
 
     /// A file's size, modification time and ctime; for a folder, the bytes of the regular files below it and the
-    /// newest of those times of the folder and anything in it.
-    func measure(_ name: FileName, _ status: FileStatus, in parent: CInt) -> Measure {
+    /// newest of those times of the folder and anything in it. A folder not wholly read is as young as can be.
+    func measure(_ name: FileName, _ status: FileStatus, in parent: CInt, _ shown: String) -> Measure {
         var measure = Measure(
             bytes: status.kind == .regular ? status.size : 0, modified: status.modified,
             changed: status.changed)
-        if status.kind == .directory, let folder = openFolder(name, status, in: parent) {
-            add(folder, device: status.device, depth: 1, to: &measure)
+        guard status.kind == .directory else { return measure }
+        var whole = true
+        let onError = { (error: ContainerError) in
+            whole = false
+            self.passOver(error)
+        }
+        do throws(ContainerError) {
+            let opened: FileDescriptor?
+            do {
+                opened = try FolderWalk.open(name, in: parent, as: status)
+            } catch {
+                throw error.failure("open the folder", shown + "/" + name.string)
+            }
+            guard let folder = opened else { return measure }  // replaced since it was listed
+            try Self.walk.run(folder, shown: shown + "/" + name.string, onError: onError) { entry in
+                guard tick() else { return .stop }
+                measure.bytes += entry.status.kind == .regular ? entry.status.size : 0
+                measure.modified = max(measure.modified, entry.status.modified)
+                measure.changed = max(measure.changed, entry.status.changed)
+                return .enter
+            }
+        } catch {
+            onError(error)
+        }
+        if !whole {
+            measure.modified = max(measure.modified, plan.now)
+            measure.changed = max(measure.changed, plan.now)
         }
         return measure
-    }
-
-    private func add(_ folder: borrowing FileDescriptor, device: UInt64, depth: Int, to measure: inout Measure) {
-        let fd = folder.rawValue
-        try? folder.forEachEntry { name throws(Errno) in
-            guard tick() else { return false }
-            guard let status = try? fileStatus(in: fd, name) else { return true }
-            measure.bytes += status.kind == .regular ? status.size : 0
-            measure.modified = max(measure.modified, status.modified)
-            measure.changed = max(measure.changed, status.changed)
-            if status.kind == .directory, status.device == device, depth < Self.maxDepth,
-                let sub = openFolder(name, status, in: fd)
-            {
-                add(sub, device: device, depth: depth + 1, to: &measure)
-            }
-            return true
-        }
     }
 
     /// Calls `body` with every entry but a folder below `folder`, depth first, and the index in `folders`
     /// of the folder that holds it (0 for `folder` itself; with `register`, each folder entered is added).
     func walkFiles(
-        _ folder: borrowing FileDescriptor, _ shown: String, device: UInt64, register: Bool, index: Int = 0,
-        depth: Int = 0, _ body: (Int, FileName, FileStatus) -> Void
+        _ folder: borrowing FileDescriptor, _ shown: String, register: Bool,
+        _ body: (Int, FileName, FileStatus) -> Void
     ) throws(ContainerError) {
         guard !stopped else { return }
-        let fd = folder.rawValue
-        do {
-            try folder.forEachEntry { name throws(Errno) in
-                guard tick() else { return false }
-                guard !CleanupJournal.isAside(name), let status = try? fileStatus(in: fd, name) else { return true }
-                guard status.kind == .directory else {
-                    body(index, name, status)
-                    return true
+        var within = [0]
+        try Self.walk.run(
+            folder, shown: shown, onError: passOver,
+            visit: { entry in
+                guard tick() else { return .stop }
+                if CleanupJournal.isAside(entry.name) { return .next }
+                guard entry.status.kind == .directory else {
+                    body(within[within.count - 1], entry.name, entry.status)
+                    return .next
                 }
-                guard status.device == device, depth + 1 < Self.maxDepth, let sub = openFolder(name, status, in: fd)
-                else { return true }
-                var subIndex = 0
+                return .enter
+            },
+            enter: { entry, _ in
                 if register {
-                    folders.append((index, name))
-                    subIndex = folders.count - 1
+                    folders.append((within[within.count - 1], entry.name))
+                    within.append(folders.count - 1)
+                } else {
+                    within.append(0)
                 }
-                try? walkFiles(
-                    sub, shown, device: device, register: register, index: subIndex, depth: depth + 1, body)
-                return true
-            }
-        } catch {
-            throw error.failure("read", shown)
-        }
-    }
-
-    /// Opens the folder `name` in `parent` without following a symbolic link; nil unless it is still the
-    /// folder `status` describes.
-    private func openFolder(_ name: FileName, _ status: FileStatus, in parent: CInt) -> FileDescriptor? {
-        guard let folder = try? FileDescriptor(at: parent, name, [.directory, .noFollow]),
-            (try? folder.fileStatus())?.isSameFile(as: status) == true
-        else { return nil }
-        return folder
+            },
+            leave: { _, _ in within.removeLast() })
     }
 }
 
@@ -177,42 +166,5 @@ struct OldestFirst {
             heap.swapAt(parent, newest)
             parent = newest
         }
-    }
-}
-
-extension FileDescriptor {
-    /// Deletes everything in this folder, depth first, with `unlinkat` relative to each folder: a symbolic link
-    /// is deleted itself, never followed, and a folder on another device than `device` is not entered (its
-    /// removal fails). Goes on past a failure and throws the first.
-    func removeContents(device: UInt64, depth: Int = 0) throws(Errno) {
-        let fd = rawValue
-        var firstError: Errno?
-        try forEachEntry { name throws(Errno) in
-            do throws(Errno) {
-                let status = try AppContainer.fileStatus(in: fd, name)
-                if status.kind == .directory {
-                    if status.device == device, depth + 1 < CleanupWalker.maxDepth {
-                        let folder = try FileDescriptor(at: fd, name, [.directory, .noFollow])
-                        guard try folder.fileStatus().isSameFile(as: status) else { throw Errno.noSuchFile }
-                        folder.allowRemoval(status)
-                        try folder.removeContents(device: device, depth: depth + 1)
-                    }
-                    try system_unlinkat(fd, name, removeDirectory: true)
-                } else {
-                    try system_unlinkat(fd, name)
-                }
-            } catch .noSuchFile {
-                // Gone (or replaced) since the folder was read.
-            } catch {
-                firstError = firstError ?? error
-            }
-            return true
-        }
-        if let firstError { throw firstError }
-    }
-
-    /// Gives the owner read, write and search on this folder (a read-only tree), so its entries can go.
-    func allowRemoval(_ status: FileStatus) {
-        if status.mode & 0o700 != 0o700 { try? system_fchmod(rawValue, status.mode | 0o700) }
     }
 }

@@ -13,6 +13,8 @@ public struct ContainerStatus: Sendable {
         public let files: Int
         /// Their bytes.
         public let bytes: Int64
+        /// How many entries or folders below it could not be read (or lay too deep), and are not counted.
+        public let unreadable: Int
     }
 
     /// The container's root, exact to the byte.
@@ -38,10 +40,10 @@ public struct ContainerStatus: Sendable {
         let overflows = records.filter { $0.event == EventKind.overflow.rawValue }.count
         let lastScan = records.last { $0.event == EventKind.rescan.rawValue }?.time
         let places = Place.allCases.map { place in
-            let (files, bytes) = usage(
+            let (files, bytes, unreadable) = usage(
                 of: container.pathBytes(place), skipping: place == .documents ? "Inbox" : nil,
                 stopAt: place == .library ? ["Caches"] : [])
-            return PlaceUsage(place: place, files: files, bytes: bytes)
+            return PlaceUsage(place: place, files: files, bytes: bytes, unreadable: unreadable)
         }
         let limits = ["max_queued_events", "max_user_watches", "max_user_instances"].map { name in
             (
@@ -56,41 +58,33 @@ public struct ContainerStatus: Sendable {
     }
 
     /// Files and bytes below `path`, never following a symbolic link; the names `skipping` and `stopAt` at its top
-    /// are left out. What cannot be read is left out too.
-    private static func usage(of path: [UInt8], skipping: String?, stopAt: Set<String>) -> (Int, Int64) {
-        guard let folder = try? FileDescriptor(path, [.directory, .noFollow]) else { return (0, 0) }
-        var total = (files: 0, bytes: Int64(0))
-        add(folder, leavingOut: stopAt.union(skipping.map { [$0] } ?? []), to: &total)
-        return total
-    }
-
-    private static func add(
-        _ folder: borrowing FileDescriptor, leavingOut: Set<String>, to total: inout (files: Int, bytes: Int64)
-    ) {
-        try? folder.forEachEntry { name throws(Errno) in
-            guard !leavingOut.contains(name.string), let status = try? fileStatus(in: folder.rawValue, name) else {
-                return true
+    /// are left out. What cannot be read is passed over and counted in `unreadable`.
+    private static func usage(of path: [UInt8], skipping: String?, stopAt: Set<String>) -> (Int, Int64, Int) {
+        guard let folder = try? FileDescriptor(path, [.directory, .noFollow]) else { return (0, 0, 0) }
+        var unreadable = 0
+        let names = Set(stopAt.union(skipping.map { [$0] } ?? []).compactMap { FileName($0) })
+        let shown = String(decoding: path, as: UTF8.self)
+        do {
+            let total = try folder.regularFiles(maxDepth: maxDepth, leavingOut: names, shown: shown) { _ in
+                unreadable += 1
             }
-            if status.kind == .regular {
-                total.files += 1
-                total.bytes += status.size
-            } else if status.kind == .directory,
-                let inner = try? FileDescriptor(at: folder.rawValue, name, [.directory, .noFollow])
-            {
-                add(inner, leavingOut: [], to: &total)
-            }
-            return true
+            return (total.files, total.bytes, unreadable)
+        } catch {
+            return (0, 0, unreadable + 1)  // the place's own folder could not be read
         }
     }
+
+    /// How deep a place is counted: as deep as a backup goes.
+    static let maxDepth = 256
 
     /// `{"watcher":{"running":…,"pid":…},"places":{…},"overflows":…,"last_scan":…,"inotify":{…}}`, every key
     /// snake_case like the log's (`application_support`), slashes unescaped.
     public var json: String {
         var places: [String: JSONValue] = [:]
         for usage in self.places {
-            places[Self.snakeCase(usage.place.rawValue)] = .object([
-                "files": .integer(Int64(usage.files)), "bytes": .integer(usage.bytes),
-            ])
+            var counts: [String: JSONValue] = ["files": .integer(Int64(usage.files)), "bytes": .integer(usage.bytes)]
+            if usage.unreadable > 0 { counts["unreadable"] = .integer(Int64(usage.unreadable)) }
+            places[Self.snakeCase(usage.place.rawValue)] = .object(counts)
         }
         var limits: [String: JSONValue] = [:]
         for (name, value) in inotifyLimits { limits[name] = value.map { .integer(Int64($0)) } ?? .null }
@@ -120,7 +114,7 @@ public struct ContainerStatus: Sendable {
             let name = usage.place.relativePath(appName: "App").replacingEvery("App.app", with: "bundle")
             lines.append(
                 "  \(name.padded(to: 30)) \(Self.count(usage.files, "file", "files")), \(Self.count(Int(usage.bytes), "byte", "bytes"))"
-            )
+                    + (usage.unreadable > 0 ? ", \(usage.unreadable) unreadable (not counted)" : ""))
         }
         lines.append("overflows  \(overflows)")
         lines.append("last scan  \(lastScan ?? "never")")

@@ -23,10 +23,13 @@ struct Identity: Hashable, Sendable {
         born = status.born
     }
 
-    /// Whether `status` describes this file: the same device and inode.
+    /// Whether `status` describes this file: the same `FileID` (device and inode).
     func isSameFile(as status: FileStatus) -> Bool {
-        status.device == device && status.inode == inode
+        status.fileID == fileID
     }
+
+    /// The file's place: its device and inode.
+    var fileID: FileID { FileID(device: device, inode: inode) }
 
     /// `dev:ino:size:sec.nsec:born-sec.born-nsec`, as the `id` field of records.
     var text: String {
