@@ -21,11 +21,11 @@ struct LogCommand: Command {
     static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let since = try arguments.integer("--since") ?? 0
         let last = try arguments.integer("-n").map { Int(clamping: $0) }
-        var kinds: Set<String> = []
-        for kind in (arguments.string("--event") ?? "").split(separator: ",").map(String.init) {
-            guard EventKind(rawValue: kind) != nil else {
+        var kinds: Set<EventKind> = []
+        for name in (arguments.string("--event") ?? "").split(separator: ",").map(String.init) {
+            guard let kind = EventKind(rawValue: name) else {
                 let known = EventKind.allCases.map(\.rawValue).joined(separator: ", ")
-                throw ContainerError(.usage, "'\(kind)' is not an event kind (known: \(known))")
+                throw ContainerError(.usage, "'\(name)' is not an event kind (known: \(known))")
             }
             kinds.insert(kind)
         }
@@ -45,13 +45,13 @@ struct LogCommand: Command {
             // The last N that are there now, then everything after the newest record read.
             let existing = try log.records(since: since)
             cursor = existing.last?.seq ?? since
-            let matching = existing.filter { (kinds.isEmpty || kinds.contains($0.event)) && filter.matches($0) }
+            let matching = existing.filter { (kinds.isEmpty || $0.kind.map(kinds.contains) == true) && filter.matches($0) }
             for record in matching.suffix(last) { print(record) }
         }
         if let until = filter.until, cursor >= until { return }
         // Kinds are filtered here, not by the reader, so that `--until` sees every record and stops at SEQ.
         let body = { (record: EventRecord) -> Bool in
-            if (kinds.isEmpty || kinds.contains(record.event)) && filter.matches(record) { print(record) }
+            if (kinds.isEmpty || record.kind.map(kinds.contains) == true) && filter.matches(record) { print(record) }
             return filter.until.map { record.seq < $0 } ?? true
         }
         try log.follow(since: cursor, shouldStop: { Output.readerIsGone }, body)

@@ -103,7 +103,7 @@ enum Demo {
     ) throws(ContainerError) {
         let deadline = ContinuousClock.now + .seconds(60)
         for kind in kinds {
-            while try log.records(kinds: [kind.rawValue]).count < count {
+            while try log.records(kinds: [kind]).count < count {
                 if let error = failure() { throw error }
                 guard ContinuousClock.now < deadline else {
                     throw ContainerError(.failure, "the demo waited a minute for \(count) '\(kind.rawValue)' records")
@@ -171,7 +171,7 @@ struct DemoLog {
     mutating func printStart() throws(ContainerError) {
         let records = try log.records(since: cursor)
         cursor = records.last?.seq ?? cursor
-        let found = records.first { $0.event == EventKind.rescan.rawValue }?.fields["found"] ?? "?"
+        let found = records.first { $0.kind == .rescan }?.fields["found"] ?? "?"
         say(
             "The watcher started (watch-started), found \(found) items in the Inbox (rescan), ran one-time setup (setup)."
         )
@@ -210,13 +210,13 @@ struct DemoLog {
     /// One record, briefly: `arrived (pdf, 1174 bytes)`, `moved to Documents/page.pdf`.
     static func fragment(_ record: EventRecord) -> String {
         let fields = record.fields
-        switch record.event {
-        case EventKind.arrived.rawValue: return "arrived (\(fields["type"] ?? "?"), \(fields["size"] ?? "?") bytes)"
-        case EventKind.handled.rawValue: return "handled: \(fields["disposition"] ?? "?")"
-        case EventKind.moved.rawValue: return "moved to " + (fields["to"] ?? "?")
-        case EventKind.imported.rawValue:
+        switch record.kind {
+        case .arrived: return "arrived (\(fields["type"] ?? "?"), \(fields["size"] ?? "?") bytes)"
+        case .handled: return "handled: \(fields["disposition"] ?? "?")"
+        case .moved: return "moved to " + (fields["to"] ?? "?")
+        case .imported:
             return "imported: \(fields["attachments"] ?? "?") attachments, each delivered once"
-        case EventKind.error.rawValue: return "error: " + (fields["message"] ?? "?")
+        case .error: return "error: " + (fields["message"] ?? "?")
         default: return record.event + (fields["reason"].map { " (\($0))" } ?? "")
         }
     }

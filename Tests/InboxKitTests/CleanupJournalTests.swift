@@ -50,7 +50,7 @@ import Testing
         }
 
         func deletedPaths() throws -> [String] {
-            try scratch.inbox.log.records(kinds: ["deleted"]).compactMap { $0.fields["path"] }
+            try scratch.inbox.log.records(kinds: [.deleted]).compactMap { $0.fields["path"] }
         }
 
         func tmpEntries() throws -> [String] {

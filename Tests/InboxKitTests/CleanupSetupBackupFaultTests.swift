@@ -48,7 +48,7 @@ import Testing
                 // under its name arrived again then (the rename is a new ctime), and the newest item may go first.
                 let check = { (when: String) throws in
                     let entries = try scratch.inboxEntries()
-                    let deleted = try scratch.inbox.log.records(kinds: ["deleted"]).compactMap { $0.fields["path"] }
+                    let deleted = try scratch.inbox.log.records(kinds: [.deleted]).compactMap { $0.fields["path"] }
                     #expect(
                         entries.contains("recent.pdf") || old.contains(where: entries.contains),
                         "\(plan.summary): \(when): a recent item went before the old ones")

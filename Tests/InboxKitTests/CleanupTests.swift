@@ -239,7 +239,7 @@ import Testing
 
         let now = Timestamp(seconds: Int64(time(nil)) + 31 * Self.day, nanoseconds: 0)
         let outcomes = try clean(scratch, policy: policy, appIsRunning: false, now: now)
-        let records = try scratch.inbox.log.records(kinds: ["deleted"])
+        let records = try scratch.inbox.log.records(kinds: [.deleted])
         #expect(records.map { $0.fields["path"] ?? "" } == outcomes.map(\.relative))
         #expect(records.map { $0.fields["reason"] ?? "" } == outcomes.map(\.reason))
         #expect(
@@ -271,7 +271,7 @@ import Testing
         #expect(dryLines.count == 60)
         #expect(try entries(tmp).count == 50)
         #expect(try scratch.inboxEntries().count == 20)
-        #expect(try log.records(kinds: ["deleted"]).isEmpty)
+        #expect(try log.records(kinds: [.deleted]).isEmpty)
 
         var lines: [[UInt8]] = []
         let summary = try CleanupPlan(container: scratch.container, policy: policy, appIsRunning: false)

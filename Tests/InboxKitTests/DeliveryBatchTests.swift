@@ -24,11 +24,11 @@ import Testing
         #expect(outcome.error?.code == .noSuchItem)
         #expect(outcome.error?.message.contains("missing.txt") == true)
         #expect(try scratch.inboxEntries() == ["a.txt"], "b is not attempted, no staging left")
-        let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+        let delivered = try scratch.inbox.log.records(kinds: [.delivered])
         #expect(delivered.map { $0.fields["path"] } == ["Documents/Inbox/a.txt"])
         expectError(.noSuchItem) { try scratch.inbox.deliver(sources) }
         #expect(try scratch.inboxEntries() == ["a-1.txt", "a.txt"])
-        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).count == 2)
+        #expect(try scratch.inbox.log.records(kinds: [.delivered]).count == 2)
     }
 
     @Test func aRecordThatCannotBeWrittenTakesTheFileBackOut() throws {
@@ -45,11 +45,11 @@ import Testing
         #expect(outcome.error?.code == .ioError)
         #expect(outcome.error?.message.contains("event log") == true, "\(outcome.error?.message ?? "")")
         #expect(try scratch.inboxEntries() == [], "neither the file nor its staging name is left")
-        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.delivered]).isEmpty)
         // A retry delivers it once.
         _ = try scratch.inbox.deliver(data: Data("body".utf8), suggestedName: "x.txt")
         #expect(try scratch.inboxEntries() == ["x.txt"])
-        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.delivered]).count == 1)
     }
 
     @Test func aFileThatCannotBeTakenBackOutIsReportedDelivered() throws {
@@ -84,7 +84,7 @@ extension WatcherLibraryTests {
             finished.signal()
         }
         let deadline = ContinuousClock.now + .seconds(20)
-        while try scratch.inbox.log.records(kinds: ["watch-started"]).isEmpty, ContinuousClock.now < deadline {
+        while try scratch.inbox.log.records(kinds: [.watchStarted]).isEmpty, ContinuousClock.now < deadline {
             usleep(1_000)
         }
         var names: [String] = []
@@ -95,7 +95,7 @@ extension WatcherLibraryTests {
             }
             names += try scratch.inbox.deliver(sources).map(\.name.string)
         }
-        while try scratch.inbox.log.records(kinds: ["arrived"]).count < names.count, ContinuousClock.now < deadline {
+        while try scratch.inbox.log.records(kinds: [.arrived]).count < names.count, ContinuousClock.now < deadline {
             usleep(1_000)
         }
         watcher.stop()

@@ -272,10 +272,10 @@ import Testing
             #expect(try log.records().map(\.seq) == Array(1...70))
             #expect(try log.records(since: 25).map(\.seq) == Array(26...70))
             #expect(try log.records(since: 70).isEmpty)
-            let moved = try log.records(kinds: ["moved"])
+            let moved = try log.records(kinds: [.moved])
             #expect(moved.map(\.seq) == Array(stride(from: 3, through: 60, by: 3)))
             let movedOrDeletedAfter30: [UInt64] = Array(stride(from: 33, through: 60, by: 3)) + Array(61...70)
-            #expect(try log.records(since: 30, kinds: ["moved", "deleted"]).map(\.seq) == movedOrDeletedAfter30)
+            #expect(try log.records(since: 30, kinds: [.moved, .deleted]).map(\.seq) == movedOrDeletedAfter30)
             #expect(moved.allSatisfy { $0.fields["path"] == "Documents/Inbox/file-\($0.seq).txt" })
         }
     }
@@ -360,11 +360,11 @@ import Testing
             #expect(try rotatedFiles(in: folder).count >= rounds)
 
             // Filters apply while following too, and `body` returning false stops it.
-            let wanted = try readerLog.records(since: 5, kinds: ["moved"]).map(\.seq)
+            let wanted = try readerLog.records(since: 5, kinds: [.moved]).map(\.seq)
             #expect(wanted.count == rounds * perRound / 2)
             var followed: [UInt64] = []
             let stopAt = ContinuousClock.now + .seconds(30)
-            try readerLog.follow(since: 5, kinds: ["moved"], shouldStop: { ContinuousClock.now > stopAt }) { record in
+            try readerLog.follow(since: 5, kinds: [.moved], shouldStop: { ContinuousClock.now > stopAt }) { record in
                 followed.append(record.seq)
                 return followed.count < wanted.count
             }

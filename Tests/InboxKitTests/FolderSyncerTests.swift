@@ -39,7 +39,7 @@ import Testing
 
         /// The marks of the log's records, with their seqs, in order.
         func marks() throws -> [(mark: String, seq: UInt64)] {
-            try log.records(kinds: ["rescan"]).map { ($0.fields["reason"] ?? "", $0.seq) }
+            try log.records(kinds: [.rescan]).map { ($0.fields["reason"] ?? "", $0.seq) }
         }
     }
 

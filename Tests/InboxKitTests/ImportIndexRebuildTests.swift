@@ -146,7 +146,7 @@ import Testing
         let aside = try setAside(scratch)
         #expect(aside.count == 1, "\(aside)")
         #expect(aside.allSatisfy { $0.wholeMatch(of: /import\.sqlite\.damaged-[0-9]+/) != nil }, "\(aside)")
-        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        let errors = try scratch.inbox.log.records(kinds: [.error])
         #expect(errors.count == 1)
         // A garbled page is found by the first lookup that reads it (the open reads the header and the schema).
         let during = kind == .garbledPage ? "read the import index" : "open the import index"
@@ -155,7 +155,7 @@ import Testing
         // The rebuilt index is sound: a third import opens it as it is.
         #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate])
         #expect(try setAside(scratch).count == 1)
-        #expect(try scratch.inbox.log.records(kinds: ["error"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.error]).count == 1)
     }
 
     @Test func damageMetByAnImporterWithTheIndexOpenIsSetAsideAndTheImportGoesOn() throws {
@@ -172,7 +172,7 @@ import Testing
         #expect(statuses == [.duplicate, .duplicate, .duplicate])
         #expect(try scratch.inboxEntries().count == 6, "nothing delivered twice")
         #expect(try setAside(scratch).count == 1)
-        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        let errors = try scratch.inbox.log.records(kinds: [.error])
         #expect(errors.map { $0.fields["during"] } == ["read the import index"])
     }
 
@@ -203,7 +203,7 @@ import Testing
 
         #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate])
         #expect(try setAside(scratch).isEmpty)
-        #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.error]).isEmpty)
         #expect(try scratch.inboxEntries().count == 6)
     }
 
@@ -219,7 +219,7 @@ import Testing
             #expect(throws: ContainerError.self) { try plan.run { try importer.importSource(path) { _ in } } }
         }
         #expect(try scratch.inboxEntries() == ["m3-0.bin", "m3-1.bin"])
-        #expect(try scratch.inbox.log.records(kinds: ["imported"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.imported]).isEmpty)
         try damage(scratch, .garbage)
 
         let again = try MailImporter(inbox: scratch.inbox)
@@ -228,8 +228,8 @@ import Testing
 
         #expect(delivered == ["m3-2.bin"], "exactly the missing one")
         #expect(try scratch.inboxEntries() == ["m3-0.bin", "m3-1.bin", "m3-2.bin"])
-        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).count == 3)
-        #expect(try scratch.inbox.log.records(kinds: ["imported"]).map { $0.fields["duplicate"] } == ["false"])
+        #expect(try scratch.inbox.log.records(kinds: [.delivered]).count == 3)
+        #expect(try scratch.inbox.log.records(kinds: [.imported]).map { $0.fields["duplicate"] } == ["false"])
     }
 
     @Test func theRotatedLogFilesAreReadToo() throws {
@@ -291,7 +291,7 @@ import Testing
                 let (scratch, mbox) = context
                 expectClearError(outcome, plan)
                 #expect(try setAside(scratch).isEmpty, "\(plan.summary)")
-                #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty, "\(plan.summary)")
+                #expect(try scratch.inbox.log.records(kinds: [.error]).isEmpty, "\(plan.summary)")
                 #expect(try importAll(scratch, mbox) == [.duplicate, .duplicate, .duplicate], "\(plan.summary)")
             },
             teardown: { $0.0.remove() })

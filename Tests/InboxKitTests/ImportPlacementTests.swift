@@ -115,7 +115,7 @@ import Testing
         for item in items { contents[try readFile(scratch.inboxPath(item)), default: 0] += 1 }
         #expect(
             contents == Dictionary(expected.map { ($0.bytes, 1) }, uniquingKeysWith: +), sourceLocation: sourceLocation)
-        let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+        let delivered = try scratch.inbox.log.records(kinds: [.delivered])
         #expect(delivered.count == expected.count, sourceLocation: sourceLocation)
         #expect(
             delivered.map { $0.fields["message_sha256"] ?? "" }.sorted() == expected.map(\.key).sorted(),
@@ -144,7 +144,7 @@ import Testing
         #expect(second.error == nil && second.duplicate && second.delivered.isEmpty)
         try expectEachOnce(scratch)
         #expect(try scratch.inboxEntries().allSatisfy { !$0.hasPrefix(".") }, "no staging left")
-        let imported = try scratch.inbox.log.records(kinds: ["imported"])
+        let imported = try scratch.inbox.log.records(kinds: [.imported])
         #expect(imported.map { $0.fields["duplicate"] } == ["false", "true"])
         #expect(imported.map { $0.fields["attachments"] } == ["3", "0"])
         #expect(imported.first?.fields["message_id"] == "<m1@example.org>")
@@ -172,7 +172,7 @@ import Testing
         #expect(outcomes.map { $0.delivered.map(\.ordinal) } == [[0, 1, 2], [0, 1]])
         try expectEachOnce(scratch, both: true)
         // Each message's delivered records, then its imported record.
-        let records = try scratch.inbox.log.records(kinds: ["delivered", "imported"])
+        let records = try scratch.inbox.log.records(kinds: [.delivered, .imported])
         #expect(
             records.map { "\($0.event) \($0.fields["message_sha256"]?.prefix(2) ?? "")" } == [
                 "delivered ab", "delivered ab", "delivered ab", "imported ab", "delivered cd", "delivered cd",
@@ -315,17 +315,17 @@ import Testing
 
         #expect(other.map { $0.error == nil && $0.delivered.count == 2 } == [true])
         let key = String(repeating: "ab", count: 32)
-        let repaired = try scratch.inbox.log.records(kinds: ["delivered"]).filter { $0.fields["message_sha256"] == key }
+        let repaired = try scratch.inbox.log.records(kinds: [.delivered]).filter { $0.fields["message_sha256"] == key }
         #expect(repaired.map { $0.fields["ordinal"] } == ["0", "1"])
         #expect(repaired.map { $0.fields["path"] } == ["Documents/Inbox/report.pdf", "Documents/Inbox/photo.jpg"])
         #expect(repaired.map { $0.fields["size"] } == Self.attachments.prefix(2).map { "\($0.bytes.count)" })
         #expect(try repaired.map { $0.fields["sha256"] } == Self.attachments.prefix(2).map { try sha256($0.bytes) })
         let otherKey = String(repeating: "cd", count: 32)
-        let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+        let delivered = try scratch.inbox.log.records(kinds: [.delivered])
         #expect(
             delivered.map { $0.fields["message_sha256"] } == [key, key, otherKey, otherKey],
             "the repair's records come before anything else")
-        #expect(try scratch.inbox.log.records(kinds: ["imported"]).map { $0.fields["message_sha256"] } == [otherKey])
+        #expect(try scratch.inbox.log.records(kinds: [.imported]).map { $0.fields["message_sha256"] } == [otherKey])
         #expect(
             try index.parts(of: Self.key) == [
                 0: .delivered(name: try name("report.pdf")), 1: .delivered(name: try name("photo.jpg")),
@@ -347,18 +347,18 @@ import Testing
 
         try scratch.inbox.repairInterruptedImports()
 
-        let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+        let delivered = try scratch.inbox.log.records(kinds: [.delivered])
         #expect(delivered.map { $0.fields["path"] } == ["Documents/Inbox/photo.jpg", "Documents/Inbox/notes.txt"])
-        let recovered = try scratch.inbox.log.records(kinds: ["recovered"])
+        let recovered = try scratch.inbox.log.records(kinds: [.recovered])
         #expect(recovered.map { $0.fields["ordinal"] } == ["0"])
         #expect(recovered.first?.fields["path"] == nil, "no path the Inbox does not hold")
-        let imported = try scratch.inbox.log.records(kinds: ["imported"])
+        let imported = try scratch.inbox.log.records(kinds: [.imported])
         #expect(imported.map { $0.fields["duplicate"] } == ["false"])
         #expect(imported.first?.fields["message_id"] == "<m1@example.org>")
         #expect(imported.first?.fields["source"] == "m1.eml")
         #expect(try index.isComplete(Self.key))
         #expect(try importOnce(scratch, index: index).duplicate)
-        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).count == 2, "nothing delivered again")
+        #expect(try scratch.inbox.log.records(kinds: [.delivered]).count == 2, "nothing delivered again")
     }
 
     @Test func aRepairFailingAtAnySystemCallLeavesEachFileOneRecordOnceRetried() throws {
@@ -372,7 +372,7 @@ import Testing
             check: { scratch, outcome, plan throws in
                 expectClearError(outcome, plan)
                 try scratch.inbox.repairInterruptedImports()
-                let delivered = try scratch.inbox.log.records(kinds: ["delivered"])
+                let delivered = try scratch.inbox.log.records(kinds: [.delivered])
                 #expect(delivered.compactMap { $0.fields["ordinal"] }.sorted() == ["0", "1"], "\(plan.summary)")
                 #expect(try importOnce(scratch).delivered.map(\.ordinal) == [2], "\(plan.summary)")
                 try sweepAsAWeekLater(scratch)
@@ -391,10 +391,10 @@ import Testing
 
         #expect(plan.run { scratch.inbox.repairInterruptedImportsLogging() } == nil, "logged, not returned")
 
-        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        let errors = try scratch.inbox.log.records(kinds: [.error])
         #expect(errors.map { $0.fields["during"] } == ["repair an interrupted import"])
-        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.delivered]).isEmpty)
         #expect(scratch.inbox.repairInterruptedImportsLogging() == nil)
-        #expect(try scratch.inbox.log.records(kinds: ["delivered"]).map { $0.fields["ordinal"] } == ["0"])
+        #expect(try scratch.inbox.log.records(kinds: [.delivered]).map { $0.fields["ordinal"] } == ["0"])
     }
 }

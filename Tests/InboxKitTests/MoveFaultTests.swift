@@ -71,7 +71,7 @@ private func checkMoved(_ world: MoveFaultTests.World, _ outcome: Result<Void, a
         inInbox.count + inDocuments.count == 1,
         "\(plan.summary): the item is in the Inbox \(inInbox) and Documents \(inDocuments)")
     #expect(documents == inDocuments, "\(plan.summary): other files in Documents: \(documents)")
-    let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["to"] }
+    let moved = try scratch.inbox.log.records(kinds: [.moved]).compactMap { $0.fields["to"] }
     #expect(
         moved == inDocuments.map { "Documents/" + $0 },
         "\(plan.summary): moved records \(moved), in Documents \(inDocuments)")

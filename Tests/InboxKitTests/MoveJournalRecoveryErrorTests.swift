@@ -24,7 +24,7 @@ import Testing
     }
 
     private func errors(_ scratch: Scratch) throws -> [EventRecord] {
-        try scratch.inbox.log.records(kinds: ["error"])
+        try scratch.inbox.log.records(kinds: [.error])
     }
 
     @Test(arguments: [("read", 1, EIO), ("openat", 3, EACCES)])
@@ -46,7 +46,7 @@ import Testing
         #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try scratch.inboxEntries() == ["a.txt"], "rolled back at the next try")
         #expect(try scratch.journalEntries() == [])
-        #expect(try scratch.inbox.log.records(kinds: ["recovered"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.recovered]).count == 1)
         #expect(try errors(scratch).count == 1)
     }
 
@@ -163,7 +163,7 @@ import Testing
         #expect(lines.count == 1, "\(reports.withLock { $0 })")
         #expect(lines.first?.contains("junk.intent") == true)
         #expect(try errors(scratch).isEmpty)
-        #expect(try scratch.inbox.log.records(kinds: ["watch-stopped"]).count == 1, "and it went on")
+        #expect(try scratch.inbox.log.records(kinds: [.watchStopped]).count == 1, "and it went on")
     }
 
     @Test func aJournalThatIsASymbolicLinkIsNeverFollowed() throws {
@@ -223,13 +223,13 @@ import Testing
         #expect(plan.run { scratch.inbox.recoverInterruptedMoves() }.isEmpty)
 
         #expect(plan.injected != nil, "\(plan.summary)")
-        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1, "the move is finished")
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).count == 1, "the move is finished")
         let logged = try errors(scratch)
         #expect(logged.map { $0.fields["path"] } == ["\(journalPath)/slot-0.intent"])
         #expect(logged.first?.fields["message"]?.contains("cannot end the move journal intent") == true)
 
         #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
-        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1, "not logged twice")
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).count == 1, "not logged twice")
         #expect(try scratch.journalEntries() == [])
         #expect(try errors(scratch).count == 1)
     }

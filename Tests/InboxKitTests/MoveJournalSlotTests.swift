@@ -63,7 +63,7 @@ import Testing
 
         #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
-        let moved = try scratch.inbox.log.records(kinds: ["moved"])
+        let moved = try scratch.inbox.log.records(kinds: [.moved])
         #expect(moved.map { $0.fields["from"] } == ["Documents/Inbox/a.txt", "Documents/Inbox/b.txt"])
         #expect(moved.map { $0.fields["reason"] } == ["test", "recovered"])
         #expect(try scratch.journalEntries() == [])
@@ -154,7 +154,7 @@ import Testing
         let entries = try FileDescriptor(journal.directory, [.directory]).entries().map(\.string).sorted()
         #expect(entries == ["slot-0.intent"] + (0..<4).map { "slot-\($0).intent.refused" } + ["slot-4.intent"])
         #expect(try readFile(slotPath(scratch, 0)).starts(with: Array("done".utf8)))
-        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        let errors = try scratch.inbox.log.records(kinds: [.error])
         #expect(errors.compactMap { $0.fields["path"] }.sorted() == (0..<4).map { "\(journalPath)/slot-\($0).intent" })
     }
 
@@ -193,7 +193,7 @@ import Testing
             currentDirectory, scratch.inboxPath("a.txt"), currentDirectory, scratch.documentsPath("a.txt"), .noReplace)
 
         #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
-        #expect(try scratch.inbox.log.records(kinds: ["moved"]).map { $0.fields["reason"] } == ["recovered"])
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).map { $0.fields["reason"] } == ["recovered"])
         #expect(try scratch.journalEntries() == [])
     }
 
@@ -214,8 +214,8 @@ import Testing
 
         #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try scratch.inboxEntries() == [claim], "the claim stays as it is")
-        #expect(try scratch.inbox.log.records(kinds: ["recovered"]).isEmpty)
-        let errors = try scratch.inbox.log.records(kinds: ["error"])
+        #expect(try scratch.inbox.log.records(kinds: [.recovered]).isEmpty)
+        let errors = try scratch.inbox.log.records(kinds: [.error])
         #expect(errors.map { $0.fields["path"] } == ["\(journalPath)/big.intent"])
         #expect(errors.first?.fields["message"]?.contains("larger than any intent of ours") == true)
         #expect(exists(journal.directory + "/big.intent.refused"))

@@ -129,7 +129,7 @@ import Testing
         #expect(try status(scratch.documentsPath("scans 2")).inode == inode, "renamed, not copied")
         #expect(try String(contentsOfFile: scratch.documentsPath("scans 2/deep/page.txt"), encoding: .utf8) == "page")
         #expect(!FileManager.default.fileExists(atPath: scratch.inboxPath("scans")))
-        let moved = try scratch.inbox.log.records(kinds: ["moved"])
+        let moved = try scratch.inbox.log.records(kinds: [.moved])
         #expect(moved.map { $0.fields["to"] } == ["Documents/scans 2"])
     }
 

@@ -70,7 +70,7 @@ import Testing
         #expect(order[0].calls > renames[2])
         #expect(calls[renames[2]..<order[1].calls].filter { $0 == "fsync" }.count >= 3, "\(calls)")
 
-        #expect(try scratch.inbox.log.records(kinds: ["deleted"]).count == 3)
+        #expect(try scratch.inbox.log.records(kinds: [.deleted]).count == 3)
         #expect(try scratch.inboxEntries().isEmpty && scratch.documentsEntries().isEmpty)
     }
 
@@ -94,7 +94,7 @@ import Testing
         #expect(order[0].calls < renames[1] && order[1].calls < renames[2])
 
         let log = scratch.inbox.log
-        #expect(try log.records(kinds: ["arrived"]).count == 3 && log.records(kinds: ["moved"]).count == 3)
+        #expect(try log.records(kinds: [.arrived]).count == 3 && log.records(kinds: [.moved]).count == 3)
         #expect(try scratch.documentsEntries() == names)
     }
 
@@ -119,7 +119,7 @@ import Testing
         options.maxBatch = 4
         options.cleanInterval = nil
         options.onSettled = { arrivals in
-            let moved = Set(((try? log.records(kinds: ["moved"])) ?? []).compactMap { $0.fields["from"] })
+            let moved = Set(((try? log.records(kinds: [.moved])) ?? []).compactMap { $0.fields["from"] })
             let names = arrivals.map { $0.item.name.string }
             let missing = names.filter { !moved.contains("Documents/Inbox/" + $0) }
             settled.update { $0 += names }
@@ -138,11 +138,11 @@ import Testing
 
         #expect(sawSyncThread.value)
         #expect(unlogged.value.count == 0, "settled before their moved records: \(unlogged.value.prefix(5))")
-        let arrived = try log.records(kinds: ["arrived"]).compactMap { $0.fields["path"] }
+        let arrived = try log.records(kinds: [.arrived]).compactMap { $0.fields["path"] }
         #expect(settled.value.map { "Documents/Inbox/" + $0 } == arrived)
-        let moved = try log.records(kinds: ["moved"]).compactMap { $0.fields["from"] }
+        let moved = try log.records(kinds: [.moved]).compactMap { $0.fields["from"] }
         #expect(moved.count == count && Set(moved) == Set(arrived))
         #expect(try scratch.documentsEntries().count == count)
-        #expect(try log.records(kinds: ["error"]).isEmpty)
+        #expect(try log.records(kinds: [.error]).isEmpty)
     }
 }

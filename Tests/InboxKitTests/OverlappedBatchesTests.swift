@@ -29,9 +29,9 @@ import Testing
         }
 
         #expect(arrivals.map(\.item.name.string) == ["a.txt", "b.txt"])
-        #expect(try scratch.inbox.log.records(kinds: ["arrived"]).count == 2)
-        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 2)
-        #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.arrived]).count == 2)
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).count == 2)
+        #expect(try scratch.inbox.log.records(kinds: [.error]).isEmpty)
         #expect(try scratch.documentsEntries() == ["a.txt", "b.txt"])
         for file in ["a.txt", "b.txt"] {
             #expect(try status(scratch.documentsPath(file)).mode & 0o200 != 0, "\(file) got its write bit back")
@@ -67,7 +67,7 @@ import Testing
         #expect(closes.allSatisfy { $0 < firstOpen }, "closed before c.txt is opened: \(Array(third))")
         #expect(openDescriptors(under: scratch.documentsPath("")).isEmpty, "finishPrepared lets every file go")
         #expect(try scratch.documentsEntries() == ["a.txt", "b.txt", "c.txt"])
-        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 3)
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).count == 3)
     }
 
     /// Files renamed into the Inbox while the watcher runs, in batches of 8 so that many overlap: each is in
@@ -99,11 +99,11 @@ import Testing
         for file in documents {
             #expect(try status(scratch.documentsPath(file)).mode & 0o200 != 0, "\(file) got its write bit back")
         }
-        let arrived = try scratch.inbox.log.records(kinds: ["arrived"]).compactMap { $0.fields["path"] }
-        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["from"] }
+        let arrived = try scratch.inbox.log.records(kinds: [.arrived]).compactMap { $0.fields["path"] }
+        let moved = try scratch.inbox.log.records(kinds: [.moved]).compactMap { $0.fields["from"] }
         #expect(arrived.count == count && Set(arrived).count == count)
         #expect(moved.count == count && Set(moved) == Set(arrived))
-        #expect(try scratch.inbox.log.records(kinds: ["error"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.error]).isEmpty)
     }
 
     /// A pipeline that moves on arrival, with a preparing thread of its own, and `files` in the Inbox.

@@ -147,8 +147,8 @@ import Testing
                 try Self.expectSettled(world, plan, when: "the intent ended")
                 continue
             }
-            #expect(try scratch.inbox.log.records(kinds: ["moved"]).isEmpty, "\(plan.summary)")
-            let errors = try scratch.inbox.log.records(kinds: ["error"])
+            #expect(try scratch.inbox.log.records(kinds: [.moved]).isEmpty, "\(plan.summary)")
+            let errors = try scratch.inbox.log.records(kinds: [.error])
             if errors.first?.fields["path"] == "Documents/Inbox/item.bin" { keptByTheWalk += 1 }
             #expect(errors.map { $0.fields["errno"] } == ["\(EIO)"], "\(plan.summary): \(errors)")
             #expect(reports.withLock { $0 }.count == 1, "\(plan.summary): and reported")
@@ -166,7 +166,7 @@ import Testing
         expectRetried(world, plan)
         let copies = try copies(world)
         #expect(!copies.isEmpty, "\(plan.summary): the item is lost")
-        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["to"] }
+        let moved = try scratch.inbox.log.records(kinds: [.moved]).compactMap { $0.fields["to"] }
         #expect(moved.count <= 1, "\(plan.summary): moved twice: \(moved)")
         for to in moved {
             #expect(exists(scratch.container.root + "/" + to), "\(plan.summary): moved to '\(to)', not there")
@@ -175,7 +175,7 @@ import Testing
         if try scratch.journalEntries().isEmpty {
             try expectSettled(world, plan, when: "the intent ended")
         } else if plan.injected != nil {
-            let errors = try scratch.inbox.log.records(kinds: ["error"])
+            let errors = try scratch.inbox.log.records(kinds: [.error])
             #expect(!errors.isEmpty || !unlogged.isEmpty, "\(plan.summary): the intent is kept and nothing says why")
         }
         #expect(
@@ -208,7 +208,7 @@ import Testing
         #expect(try scratch.journalEntries().isEmpty, "\(plan.summary): \(when): intents left")
         let copies = try copies(world)
         #expect(copies == [world.settledPath], "\(plan.summary): \(when): the item is at \(copies)")
-        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["to"] }
+        let moved = try scratch.inbox.log.records(kinds: [.moved]).compactMap { $0.fields["to"] }
         if world.settledPath.hasPrefix("Documents/Inbox/") {
             #expect(moved.isEmpty, "\(plan.summary): \(when): rolled back, and logged moved to \(moved)")
         } else {

@@ -287,11 +287,11 @@ import Testing
         #expect(handler.asked.withLock { $0 } == ["new.txt"], "only the new arrival is asked")
         #expect(try scratch.inboxEntries() == ["asked.txt"], "kept: its answer never reached the log")
         #expect(try scratch.documentsEntries().sorted() == ["answered.txt", "new.txt"])
-        let handled = try scratch.inbox.log.records(kinds: ["handled"])
+        let handled = try scratch.inbox.log.records(kinds: [.handled])
         let interrupted = handled.filter { $0.fields["interrupted"] == "true" }
         #expect(interrupted.map { $0.fields["path"] } == ["Documents/Inbox/asked.txt"])
         #expect(interrupted.first?.fields["disposition"] == "keep")
-        let moved = try scratch.inbox.log.records(kinds: ["moved"]).map {
+        let moved = try scratch.inbox.log.records(kinds: [.moved]).map {
             "\($0.fields["from"] ?? "") \($0.fields["reason"] ?? "")"
         }
         #expect(moved.sorted() == ["Documents/Inbox/answered.txt recovered", "Documents/Inbox/new.txt handler"])

@@ -56,13 +56,13 @@ import Testing
         #expect(try Preferences.load(scratch.container) == Preferences())
         #expect(exists(Preferences.path(scratch.container)))
         #expect(Setup.isDone(scratch.container))
-        let logged = try scratch.inbox.log.records(kinds: ["setup"])
+        let logged = try scratch.inbox.log.records(kinds: [.setup])
         #expect(logged.count == 1)
         #expect(logged.first?.fields["templates"] == "4")
         #expect(logged.first?.fields["preferences"] == "true")
 
         #expect(try scratch.inbox.runSetup() == nil, "never again")
-        #expect(try scratch.inbox.log.records(kinds: ["setup"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.setup]).count == 1)
     }
 
     @Test func setupNeverOverwritesAnExistingFile() throws {
@@ -98,7 +98,7 @@ import Testing
         }
         #expect(error?.exitStatus == 1)
         #expect(!Setup.isDone(scratch.container))
-        #expect(try scratch.inbox.log.records(kinds: ["setup"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.setup]).isEmpty)
         let partial = files.keys.filter { exists(supportPath(scratch, $0)) }
         #expect(partial.count == 50, "whole files only, as many as allowed")
         for path in partial { #expect(try readFile(supportPath(scratch, path)) == files[path]) }
@@ -108,10 +108,10 @@ import Testing
         #expect(report.templatesKept == 50)
         for (path, bytes) in files { #expect(try readFile(supportPath(scratch, path)) == bytes, "\(path)") }
         #expect(Setup.isDone(scratch.container))
-        #expect(try scratch.inbox.log.records(kinds: ["setup"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.setup]).count == 1)
 
         #expect(try scratch.inbox.runSetup() == nil)
-        #expect(try scratch.inbox.log.records(kinds: ["setup"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.setup]).count == 1)
     }
 
     @Test func installingABundleMakesSetupRunAgain() throws {
@@ -125,7 +125,7 @@ import Testing
 
         #expect(!Setup.isDone(scratch.container))
         #expect(try scratch.inbox.runSetup()?.templatesCopied == 4)
-        #expect(try scratch.inbox.log.records(kinds: ["setup"]).count == 2)
+        #expect(try scratch.inbox.log.records(kinds: [.setup]).count == 2)
     }
 
     @Test func theMarkerIsWrittenAtomically() throws {

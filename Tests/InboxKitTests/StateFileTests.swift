@@ -62,9 +62,9 @@ import Testing
         // A kill -9 before that run saved its checkpoint: the old one is what the next start finds.
         try Data(saved).write(to: URL(fileURLWithPath: checkpoint))
         try Self.watchOnce(try Inbox(container: scratch.container))
-        let arrived = try later.log.records(kinds: ["arrived"]).compactMap { $0.fields["path"] }
+        let arrived = try later.log.records(kinds: [.arrived]).compactMap { $0.fields["path"] }
         #expect(arrived.sorted() == ["Documents/Inbox/later-1.txt", "Documents/Inbox/later.txt"], "each once")
-        #expect(try inbox.log.records(kinds: ["error"]).contains { $0.fields["message"]?.contains("behind") == true })
+        #expect(try inbox.log.records(kinds: [.error]).contains { $0.fields["message"]?.contains("behind") == true })
     }
 
     @Test func aCheckpointWhoseSeqIsAtTheEndOfTheCountIsSetAside() throws {
@@ -76,9 +76,9 @@ import Testing
         let checkpoint = scratch.container.stateDirectory + "/arrived.checkpoint"
         try Data("seq 18446744073709551615\n".utf8).write(to: URL(fileURLWithPath: checkpoint))
         try Self.watchOnce(inbox)
-        #expect(try inbox.log.records(kinds: ["arrived"]).count == 3, "nothing arrives again")
+        #expect(try inbox.log.records(kinds: [.arrived]).count == 3, "nothing arrives again")
         #expect(exists(checkpoint + ".damaged"))
-        #expect(try inbox.log.records(kinds: ["error"]).contains { $0.fields["during"] == "read the checkpoint" })
+        #expect(try inbox.log.records(kinds: [.error]).contains { $0.fields["during"] == "read the checkpoint" })
     }
 }
 
@@ -98,12 +98,12 @@ import Testing
         #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
         #expect(try readFile(scratch.inboxPath("invoice.pdf")) == Array("the real invoice".utf8))
         #expect(try readFile(scratch.documentsPath("decoy.txt")) == Array("decoy".utf8))
-        #expect(try scratch.inbox.log.records(kinds: ["moved", "recovered"]).isEmpty, "the log claims nothing")
-        #expect(try scratch.inbox.log.records(kinds: ["error"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.moved, .recovered]).isEmpty, "the log claims nothing")
+        #expect(try scratch.inbox.log.records(kinds: [.error]).count == 1)
         let left = try FileDescriptor(journal.directory, [.directory]).entries().map(\.string)
         #expect(left.count == 1 && left[0].hasSuffix(".intent.refused"), "\(left)")
         // Not acted on, nor reported, again.
         #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
-        #expect(try scratch.inbox.log.records(kinds: ["error"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.error]).count == 1)
     }
 }

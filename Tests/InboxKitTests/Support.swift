@@ -218,7 +218,7 @@ final class RunningWatcher {
             }
         }
         let log = watcher.inbox.log
-        let mark = pool == nil ? "watch-started" : "rescan"
+        let mark: EventKind = pool == nil ? .watchStarted : .rescan
         try #require(waitUntil(seconds: 30) { (try? log.records(kinds: [mark]).isEmpty) == false })
     }
 

@@ -94,7 +94,7 @@ import Testing
         let scratch = world.scratch
         #expect(try scratch.inboxEntries().count == 1, "\(plan.summary): the item whose hook failed is kept")
         #expect(try scratch.documentsEntries().count == 1, "\(plan.summary): the other is moved")
-        let handled = try scratch.inbox.log.records(kinds: ["handled"])
+        let handled = try scratch.inbox.log.records(kinds: [.handled])
         #expect(handled.count == 2, "\(plan.summary): each asked once: \(handled)")
         #expect(handled.filter { $0.fields["status"] == "127" }.count == 1, "\(plan.summary): \(handled)")
     }
@@ -143,9 +143,9 @@ import Testing
         #expect(try scratch.inboxEntries().isEmpty, "\(plan.summary): left in the Inbox")
         let documents = try scratch.documentsEntries().map { "Documents/" + $0 }.sorted()
         #expect(documents.count == world.files.count, "\(plan.summary): \(documents)")
-        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["to"] }.sorted()
+        let moved = try scratch.inbox.log.records(kinds: [.moved]).compactMap { $0.fields["to"] }.sorted()
         #expect(moved == documents, "\(plan.summary): moved records \(moved), Documents \(documents)")
-        let arrived = try scratch.inbox.log.records(kinds: ["arrived"])
+        let arrived = try scratch.inbox.log.records(kinds: [.arrived])
         #expect(arrived.count == world.files.count, "\(plan.summary): \(arrived.count) arrived records")
     }
 }

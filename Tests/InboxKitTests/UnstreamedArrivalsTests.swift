@@ -32,7 +32,7 @@ import Testing
         for await arrival in watcher.arrivals { streamed.append(arrival.item.name.string) }
         #expect(streamed.sorted() == (streams ? ["a.txt", "b.txt", "c.txt"] : []))
         #expect(settled.withLock { $0 }.sorted() == ["a.txt", "b.txt", "c.txt"], "settled either way")
-        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 3)
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).count == 3)
         #expect(try scratch.inboxEntries().isEmpty)
     }
 
@@ -59,7 +59,7 @@ import Testing
         for inbox in inboxes { _ = try inbox.deliver(data: Data("x\n".utf8), suggestedName: "x.txt") }
         #expect(
             waitUntil(seconds: 30) {
-                inboxes.allSatisfy { (try? $0.log.records(kinds: ["moved"]).count) == 1 }
+                inboxes.allSatisfy { (try? $0.log.records(kinds: [.moved]).count) == 1 }
             }, "each container's file moved")
         let watchers = paths.compactMap { fleet.watcher(serving: $0) }
         fleet.stop()

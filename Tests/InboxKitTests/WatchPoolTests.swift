@@ -113,7 +113,7 @@ import Testing
                 _ = try pipeline.process(names)
             })
         #expect(handled == 2)
-        #expect(try scratch.inbox.log.records(kinds: ["rescan"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.rescan]).isEmpty)
         #expect(try scratch.documentsEntries().count == 2)
         #expect(try scratch.inboxEntries().count == 4)
     }
@@ -147,7 +147,7 @@ import Testing
         let ended = DispatchSemaphore(value: 0)
         for watcher in [busyWatcher, keptWatcher] { pool.add(watcher) { _ in ended.signal() } }
         let scanned = waitUntil(seconds: 120) {
-            ((try? kept.inbox.log.records(kinds: ["rescan"])) ?? []).isEmpty == false
+            ((try? kept.inbox.log.records(kinds: [.rescan])) ?? []).isEmpty == false
         }
         #expect(scanned, "the kept Inbox's start-up scan got to its end")
         #expect(settled.count("kept") == backlog, "each kept file arrived once")
@@ -190,7 +190,7 @@ import Testing
         pool.close()
         #expect(failure.withLock { $0 } == nil)
         #expect(FileManager.default.fileExists(atPath: scratch.documentsPath("letter.txt")))
-        #expect(try scratch.inbox.log.records(kinds: ["moved"]).count == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).count == 1)
     }
 
     /// A fsync that fails on the syncer's thread ends its session though nothing more comes for it: the failed answer
@@ -217,7 +217,7 @@ import Testing
             ended.signal()
         }
         let scanned = waitUntil(seconds: 60) {
-            ((try? scratch.inbox.log.records(kinds: ["rescan"])) ?? []).isEmpty == false
+            ((try? scratch.inbox.log.records(kinds: [.rescan])) ?? []).isEmpty == false
         }
         #expect(scanned, "the start-up scan got to its end")
         // Renamed in: one event, one turn.
@@ -231,6 +231,6 @@ import Testing
         pool.close()
         // Renamed before its folders' fsync failed: in Documents, its `moved` record left to recovery.
         #expect(FileManager.default.fileExists(atPath: scratch.documentsPath("letter.txt")))
-        #expect(try scratch.inbox.log.records(kinds: ["moved"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).isEmpty)
     }
 }

@@ -111,7 +111,7 @@ import Testing
             !($0.hasPrefix(".inbox-staging.") && (try? status(scratch.inboxPath($0)))?.isSameFile(as: other) == true)
         }
         #expect(left.isEmpty, "\(plan.summary): left in the Inbox: \(left)")
-        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["to"] }.sorted()
+        let moved = try scratch.inbox.log.records(kinds: [.moved]).compactMap { $0.fields["to"] }.sorted()
         let documents = try scratch.documentsEntries().map { "Documents/" + $0 }.sorted()
         #expect(moved == documents, "\(plan.summary): moved records \(moved), Documents \(documents)")
         #expect(documents.count == 4, "\(plan.summary): \(documents)")

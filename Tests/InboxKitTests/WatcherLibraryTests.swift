@@ -40,14 +40,14 @@ import Testing
             }
             return names.sorted()
         }
-        let started = try await waitFor { try scratch.inbox.log.records(kinds: ["watch-started"]).count == 1 }
+        let started = try await waitFor { try scratch.inbox.log.records(kinds: [.watchStarted]).count == 1 }
         #expect(started)
         _ = try scratch.inbox.deliver(data: Data("%PDF-1.4\n%%EOF\n".utf8), suggestedName: "invoice.pdf")
         _ = try scratch.inbox.deliver(data: Data("notes\n".utf8), suggestedName: "notes.txt")
         _ = try scratch.inbox.deliver(data: Data("scratch\n".utf8), suggestedName: "junk.tmp")
         #expect(await streamed.value == ["invoice.pdf", "junk.tmp", "notes.txt"])
         let settled = try await waitFor {
-            try scratch.inbox.log.records(kinds: ["moved", "deleted"]).count == 2
+            try scratch.inbox.log.records(kinds: [.moved, .deleted]).count == 2
         }
         watcher.stop()
         finished.wait()
@@ -56,7 +56,7 @@ import Testing
         #expect(sorter.seen.withLock { $0 } == ["invoice.pdf": "pdf", "notes.txt": "text", "junk.tmp": "text"])
         #expect(exists(scratch.documentsPath("invoice.pdf")))
         #expect(try scratch.inboxEntries() == ["notes.txt"])
-        let handled = try scratch.inbox.log.records(kinds: ["handled"])
+        let handled = try scratch.inbox.log.records(kinds: [.handled])
         #expect(handled.count == 3)
         #expect(handled.allSatisfy { $0.fields["handler"] == "library" })
     }
@@ -105,13 +105,13 @@ import Testing
         #expect(try scratch.inboxEntries() == ["a.txt"])
         #expect(try readFile(scratch.inboxPath("a.txt")) == Array("the replacement\n".utf8))
         #expect(try scratch.documentsEntries().isEmpty)
-        #expect(try scratch.inbox.log.records(kinds: ["moved", "deleted"]).isEmpty)
+        #expect(try scratch.inbox.log.records(kinds: [.moved, .deleted]).isEmpty)
 
         // At the next look it arrives in its own right and is handled.
         try Watcher(inbox: scratch.inbox, options: options, handler: handler).runBlocking()
         #expect(try readFile(scratch.documentsPath("a.txt")) == Array("the replacement\n".utf8))
-        let arrived = try scratch.inbox.log.records(kinds: ["arrived"]).compactMap { $0.fields["id"] }
-        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["id"] }
+        let arrived = try scratch.inbox.log.records(kinds: [.arrived]).compactMap { $0.fields["id"] }
+        let moved = try scratch.inbox.log.records(kinds: [.moved]).compactMap { $0.fields["id"] }
         #expect(arrived.count == 2 && Set(arrived).count == 2, "two files, each arrived once")
         #expect(moved == [arrived[1]], "the move names the replacement")
     }
@@ -130,7 +130,7 @@ import Testing
 
         #expect(try scratch.inboxEntries() == ["b-1.txt", "b.txt"])
         #expect(try readFile(scratch.inboxPath("b-1.txt")) == Array("aside\n".utf8))
-        #expect(try scratch.inbox.log.records(kinds: ["arrived"]).count == 2, "both arrive")
+        #expect(try scratch.inbox.log.records(kinds: [.arrived]).count == 2, "both arrive")
     }
 
     @Test func twoWatchersInOneProcessEachSeeTheirOwnArrivalsAndOneStoppingLeavesTheOther() async throws {
@@ -153,7 +153,7 @@ import Testing
             for done in finished { done.wait() }
         }
         for scratch in scratches {
-            #expect(try await waitFor { try !scratch.inbox.log.records(kinds: ["watch-started"]).isEmpty })
+            #expect(try await waitFor { try !scratch.inbox.log.records(kinds: [.watchStarted]).isEmpty })
         }
         for (number, scratch) in scratches.enumerated() {
             _ = try scratch.inbox.deliver(data: Data("to \(number)".utf8), suggestedName: "note-\(number).txt")

@@ -90,10 +90,10 @@ import Testing
             let plan = SyscallFaultPlan(failing: index, only: "readdir", with: .ioError)
             let outcome = Result { try plan.run { try WatcherFaultTests.watchOnce(world.scratch.inbox) } }
             expectClearError(outcome, plan)
-            let errors = try world.scratch.inbox.log.records(kinds: ["error"])
+            let errors = try world.scratch.inbox.log.records(kinds: [.error])
             if errors.contains(where: { $0.fields["message"]?.contains("look in Documents for") == true }) {
                 failedInTheWalk += 1
-                #expect(try world.scratch.inbox.log.records(kinds: ["moved"]).isEmpty, "\(plan.summary)")
+                #expect(try world.scratch.inbox.log.records(kinds: [.moved]).isEmpty, "\(plan.summary)")
                 #expect(throws: ContainerError.self, "\(plan.summary): `watch --once` fails") { try outcome.get() }
             }
             try Self.expectNothingLostNothingTwice(world, plan, when: "after the fault")
@@ -122,10 +122,10 @@ import Testing
         try expectNothingLostNothingTwice(world, plan, when: "after a clean restart")
         let scratch = world.scratch
         #expect(try copies(world) == [world.settledPath], "\(plan.summary): after a clean restart")
-        let moved = try scratch.inbox.log.records(kinds: ["moved"]).compactMap { $0.fields["to"] }
+        let moved = try scratch.inbox.log.records(kinds: [.moved]).compactMap { $0.fields["to"] }
         #expect(moved == [world.settledPath], "\(plan.summary): after a clean restart: moved records \(moved)")
         // A write bit that could not be given back is logged, and the move stands without it.
-        let unrestored = try scratch.inbox.log.records(kinds: ["error"]).contains {
+        let unrestored = try scratch.inbox.log.records(kinds: [.error]).contains {
             $0.fields["during"] == "restore the write bit"
         }
         if let mode = try? status(scratch.container.root + "/" + world.settledPath).mode, !unrestored {

@@ -117,7 +117,7 @@ import Testing
         }
         let log = try EventLog(container: container)
         let deadline = Date().addingTimeInterval(30)
-        while try log.records(kinds: ["watch-started"]).isEmpty, Date() < deadline {
+        while try log.records(kinds: [.watchStarted]).isEmpty, Date() < deadline {
             try await Task.sleep(for: .milliseconds(10))
         }
         _ = try inbox.deliver(data: Data("%PDF-1.4\n%%EOF\n".utf8), suggestedName: "invoice.pdf")
@@ -126,7 +126,7 @@ import Testing
         #expect(await ledger.asked.sorted() == ["invoice.pdf", "notes.txt"])
         running.cancel()
         try await running.value
-        #expect(try log.records(kinds: ["watch-stopped"]).count == 1, "cancelling the task stopped it")
+        #expect(try log.records(kinds: [.watchStopped]).count == 1, "cancelling the task stopped it")
         #expect(FileManager.default.fileExists(atPath: container.root + "/Documents/invoice.pdf"))
     }
 }

@@ -46,7 +46,7 @@ struct ArrivalClock {
         for item in items { wanted[item.fileID] = item }
         guard !wanted.isEmpty else { return [:] }
         var latest: [FileID: Timestamp] = [:]
-        let kinds: Set<String> = [EventKind.delivered.rawValue, EventKind.arrived.rawValue]
+        let kinds: Set<EventKind> = [.delivered, .arrived]
         let log = try EventLog(container: container)
         let now = Timestamp.now()
         try log.forEachRecord(kinds: kinds) { record in

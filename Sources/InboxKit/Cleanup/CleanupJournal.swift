@@ -131,7 +131,7 @@ struct CleanupJournal {
             var reason: String
         }
         var logged = Set<Key>()
-        for record in try log.records(since: intent.seq, kinds: [EventKind.deleted.rawValue]) {
+        for record in try log.records(since: intent.seq, kinds: [.deleted]) {
             guard let path = record.pathBytes("path") else { continue }
             logged.insert(Key(path: path, reason: record.fields["reason"] ?? ""))
         }

@@ -51,8 +51,10 @@ public struct EventRecord: Sendable {
     public let seq: UInt64
     /// RFC 3339, UTC, milliseconds.
     public let time: String
-    /// The kind, as written (`watch-started`, …).
+    /// The kind, as written (`watch-started`, …): a kind this version does not know too.
     public let event: String
+    /// The kind, nil for one this version does not know (written by a later one).
+    public let kind: EventKind?
     /// The raw JSON line, without its newline.
     public let line: String
     /// Every top-level value as text: strings as they are, numbers and booleans printed.
@@ -63,6 +65,7 @@ public struct EventRecord: Sendable {
         self.seq = seq
         self.time = time
         self.event = event
+        kind = EventKind(rawValue: event)
         self.line = line
         self.fields = fields
     }

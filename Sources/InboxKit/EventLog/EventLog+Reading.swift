@@ -5,7 +5,7 @@ import Glibc
 extension EventLog {
     /// All records, oldest first, across rotated files: those with seq > `since`, and only kinds in `kinds`
     /// when it is not empty. Lines that are not valid records are skipped.
-    public func records(since: UInt64 = 0, kinds: Set<String> = []) throws(ContainerError) -> [EventRecord] {
+    public func records(since: UInt64 = 0, kinds: Set<EventKind> = []) throws(ContainerError) -> [EventRecord] {
         var reader = LogReader(log: self, cursor: since, kinds: kinds)
         var records: [EventRecord] = []
         _ = try reader.poll { record in
@@ -17,7 +17,7 @@ extension EventLog {
 
     /// Calls `body` for each existing matching record, oldest first, across rotated files, in constant memory, until
     /// it returns false.
-    package func forEachRecord(since: UInt64 = 0, kinds: Set<String> = [], _ body: (EventRecord) -> Bool)
+    package func forEachRecord(since: UInt64 = 0, kinds: Set<EventKind> = [], _ body: (EventRecord) -> Bool)
         throws(ContainerError)
     {
         var reader = LogReader(log: self, cursor: since, kinds: kinds)
@@ -28,7 +28,7 @@ extension EventLog {
     /// file every ~100 ms, following rotation without losing or repeating a record), until `body` returns
     /// false or `shouldStop()` is true.
     public func follow(
-        since: UInt64 = 0, kinds: Set<String> = [], shouldStop: () -> Bool = { false },
+        since: UInt64 = 0, kinds: Set<EventKind> = [], shouldStop: () -> Bool = { false },
         _ body: (EventRecord) -> Bool
     ) throws(ContainerError) {
         var reader = LogReader(log: self, cursor: since, kinds: kinds)
@@ -78,14 +78,14 @@ private struct LogReader: ~Copyable {
     var cursor: UInt64
     /// Which seqs of the file being read are valid (`SeqChain`); a record whose seq is not is skipped.
     var chain = SeqChain(after: 0)
-    let kinds: Set<String>
+    let kinds: Set<EventKind>
     /// The live `events.jsonl` being read, nil before the first poll and after it is rotated away.
     var current: FileDescriptor?
     var currentInode: UInt64 = 0
     /// Just past the last complete line read from `current`.
     var offset: Int64 = 0
 
-    init(log: EventLog, cursor: UInt64, kinds: Set<String>) {
+    init(log: EventLog, cursor: UInt64, kinds: Set<EventKind>) {
         self.log = log
         self.cursor = cursor
         self.kinds = kinds
@@ -165,7 +165,7 @@ private struct LogReader: ~Copyable {
             let record = EventLog.parseRecord(line)
         else { return true }
         cursor = seq
-        guard kinds.isEmpty || kinds.contains(record.event) else { return true }
+        guard kinds.isEmpty || record.kind.map(kinds.contains) == true else { return true }
         return body(record)
     }
 }

@@ -89,7 +89,7 @@ extension ImportIndex {
         let index = ImportIndex(building: database)
         try database.transaction { () throws(ContainerError) in
             var failure: ContainerError?
-            try log.forEachRecord(kinds: ["imported", "delivered", "recovered"]) { record in
+            try log.forEachRecord(kinds: [.imported, .delivered, .recovered]) { record in
                 do throws(ContainerError) {
                     try index.add(record)
                 } catch {
@@ -106,7 +106,7 @@ extension ImportIndex {
     /// Adds what one record says of an imported message.
     private func add(_ record: EventRecord) throws(ContainerError) {
         guard let hex = record.fields["message_sha256"], let key = Self.key(hex: hex) else { return }
-        if record.event == EventKind.imported.rawValue {
+        if record.kind == .imported {
             try database.query(
                 """
                 INSERT INTO messages(key, message_id, attachments, complete, source)

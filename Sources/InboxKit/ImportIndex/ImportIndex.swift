@@ -274,6 +274,9 @@ package final class ImportIndex {
         package let staging: FileName
         package let device: UInt64
         package let inode: UInt64
+
+        /// The staged file's place, as recorded.
+        package var fileID: FileID { FileID(device: device, inode: inode) }
     }
 
     /// Every attachment recorded as placing, of any message.

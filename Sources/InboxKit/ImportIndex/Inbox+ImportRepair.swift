@@ -70,7 +70,7 @@ extension Inbox {
                 continue
             }
             notPlaced.append(part)
-            if status.device == part.device && status.inode == part.inode { stale.append(part.staging) }
+            if status.fileID == part.fileID { stale.append(part.staging) }
         }
         var records: [Event] = []
         var delivered: [[UInt8]: [(ordinal: Int, name: FileName?)]] = [:]
@@ -78,11 +78,11 @@ extension Inbox {
             let logged = try loggedImports(of: Set(gone.map(\.key)))
             let unlogged = gone.filter { !logged.ordinals.contains(ImportedPart(key: $0.key, ordinal: $0.ordinal)) }
             let found = try findByIdentity(
-                Set(unlogged.map { PartIdentity(device: $0.device, inode: $0.inode) }), in: folder.rawValue)
+                Set(unlogged.map(\.fileID)), in: folder.rawValue)
             for part in gone {
                 var name: FileName?
                 if !logged.ordinals.contains(ImportedPart(key: part.key, ordinal: part.ordinal)) {
-                    if let file = found[PartIdentity(device: part.device, inode: part.inode)] {
+                    if let file = found[part.fileID] {
                         records.append(try deliveredRecord(part, file.name, file.status, in: folder.rawValue))
                         name = file.name
                     } else {
@@ -179,18 +179,17 @@ extension Inbox {
     }
 
     /// The Inbox's files (not hidden) with these identities, by one scan of the folder.
-    private func findByIdentity(_ wanted: Set<PartIdentity>, in folder: CInt) throws(ContainerError)
-        -> [PartIdentity: (name: FileName, status: FileStatus)]
+    private func findByIdentity(_ wanted: Set<FileID>, in folder: CInt) throws(ContainerError)
+        -> [FileID: (name: FileName, status: FileStatus)]
     {
-        var found: [PartIdentity: (name: FileName, status: FileStatus)] = [:]
+        var found: [FileID: (name: FileName, status: FileStatus)] = [:]
         guard !wanted.isEmpty else { return found }
         do {
             try FileDescriptor(owning: try system_dup(folder, atLeast: 3)).forEachEntry { name throws(Errno) in
                 guard !name.isHidden, let status = try fileStatusIfPresent(in: folder, name),
                     status.kind == .regular
                 else { return true }
-                let identity = PartIdentity(device: status.device, inode: status.inode)
-                if wanted.contains(identity) { found[identity] = (name, status) }
+                if wanted.contains(status.fileID) { found[status.fileID] = (name, status) }
                 return found.count < wanted.count
             }
         } catch {
@@ -206,10 +205,10 @@ extension Inbox {
     {
         var ordinals: Set<ImportedPart> = []
         var imported: Set<[UInt8]> = []
-        try log.forEachRecord(kinds: ["imported", "delivered", "recovered"]) { record in
+        try log.forEachRecord(kinds: [.imported, .delivered, .recovered]) { record in
             guard let hex = record.fields["message_sha256"], let key = ImportIndex.key(hex: hex), keys.contains(key)
             else { return true }
-            if record.event == EventKind.imported.rawValue {
+            if record.kind == .imported {
                 imported.insert(key)
             } else if let ordinal = record.fields["ordinal"].flatMap({ Int($0) }) {
                 ordinals.insert(ImportedPart(key: key, ordinal: ordinal))
@@ -218,12 +217,6 @@ extension Inbox {
         }
         return (ordinals, imported)
     }
-}
-
-/// A file's device and inode, as a placing record names it.
-private struct PartIdentity: Hashable {
-    let device: UInt64
-    let inode: UInt64
 }
 
 /// One attachment of one message.

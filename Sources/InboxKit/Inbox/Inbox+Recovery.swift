@@ -163,7 +163,7 @@ extension Inbox {
 
     /// Whether a `moved` record of the item was logged after the intent was written.
     private func movedLogged(_ intent: MoveJournal.Intent, _ identity: Identity) throws(ContainerError) -> Bool {
-        try log.records(since: intent.seq, kinds: [EventKind.moved.rawValue]).contains {
+        try log.records(since: intent.seq, kinds: [.moved]).contains {
             $0.fields["id"] == identity.text
         }
     }

@@ -36,9 +36,9 @@ public struct ContainerStatus: Sendable {
     /// Reads the status of `container` now: its log, its watcher lock and a walk of every place.
     public static func read(_ container: Container) throws(ContainerError) -> ContainerStatus {
         let log = try EventLog(reading: container)
-        let records = try log.records(kinds: [EventKind.overflow.rawValue, EventKind.rescan.rawValue])
-        let overflows = records.filter { $0.event == EventKind.overflow.rawValue }.count
-        let lastScan = records.last { $0.event == EventKind.rescan.rawValue }?.time
+        let records = try log.records(kinds: [.overflow, .rescan])
+        let overflows = records.filter { $0.kind == .overflow }.count
+        let lastScan = records.last { $0.kind == .rescan }?.time
         let places = Place.allCases.map { place in
             let (files, bytes, unreadable) = usage(
                 of: container.pathBytes(place), skipping: place == .documents ? "Inbox" : nil,

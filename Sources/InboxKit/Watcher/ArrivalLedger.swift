@@ -56,20 +56,20 @@ struct ArrivalLedger {
         guard let id = record.fields["id"].flatMap(Identity.init(text:)) else { return }
         let name = Self.inboxName(record, key: "path")
         let disposition = record.fields["disposition"].flatMap(Disposition.init(rawValue:))
-        switch record.event {
-        case EventKind.arrived.rawValue:
+        switch record.kind {
+        case .arrived:
             arrived.insert(id)
             if let name, let handler = record.fields["handler"] {
                 unanswered[id] = Question(name: name, handler: handler)
             } else if let name, let disposition, disposition != .keep {
                 pending[id] = Decision(name: name, disposition: disposition)
             }
-        case EventKind.handled.rawValue:
+        case .handled:
             unanswered[id] = nil
             if let name, let disposition, disposition != .keep {
                 pending[id] = Decision(name: name, disposition: disposition)
             }
-        case EventKind.moved.rawValue, EventKind.deleted.rawValue:
+        case .moved, .deleted:
             arrived.remove(id)
             pending[id] = nil
             unanswered[id] = nil
