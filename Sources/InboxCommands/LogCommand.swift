@@ -45,7 +45,9 @@ struct LogCommand: Command {
             // The last N that are there now, then everything after the newest record read.
             let existing = try log.records(since: since)
             cursor = existing.last?.seq ?? since
-            let matching = existing.filter { (kinds.isEmpty || $0.kind.map(kinds.contains) == true) && filter.matches($0) }
+            let matching = existing.filter {
+                (kinds.isEmpty || $0.kind.map(kinds.contains) == true) && filter.matches($0)
+            }
             for record in matching.suffix(last) { print(record) }
         }
         if let until = filter.until, cursor >= until { return }
