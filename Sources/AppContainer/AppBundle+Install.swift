@@ -3,7 +3,7 @@ import Glibc
 
 extension AppBundle {
     /// What `install(from:)` did.
-    public enum InstallOutcome: Sendable, Equatable {
+    package enum InstallOutcome: Sendable, Equatable {
         /// The folder was copied in and sealed; the seal lists this many resources.
         case installed(resources: Int)
         /// The same bundle was already installed and its seal holds: nothing was done.
@@ -23,7 +23,7 @@ extension AppBundle {
     /// Over an installed bundle: the same tree (by the seal's hashes) is `.alreadyInstalled`; another one is
     /// refused (77); a broken seal fails with 65. Names must be UTF-8 (65): a property list holds text.
     @discardableResult
-    public func install(from sourcePath: some CStringConvertible) throws(ContainerError) -> InstallOutcome {
+    package func install(from sourcePath: some CStringConvertible) throws(ContainerError) -> InstallOutcome {
         let sourceBytes = sourcePath.pathBytes
         let source = String(decoding: sourceBytes, as: UTF8.self)
         let sourceFolder = try Self.openSource(sourceBytes)
@@ -163,7 +163,7 @@ extension AppBundle {
 extension Container {
     /// Takes an exclusive `flock` on the file `name` in the state folder (made when missing, never through a
     /// symbolic link), waiting for any other holder; it is held until the descriptor closes.
-    public func lockStateFile(_ name: String) throws(ContainerError) -> FileDescriptor {
+    package func lockStateFile(_ name: String) throws(ContainerError) -> FileDescriptor {
         let path = statePath(name)
         do {
             let file = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)

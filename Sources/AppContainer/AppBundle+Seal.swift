@@ -18,13 +18,13 @@ extension AppBundle {
     /// A bundle with no seal and nothing in it (a container made without `--bundle`) is `.notSealed`. A
     /// missing seal beside anything else, or a seal that is not a property list of the `files2` layout, is
     /// broken. Fails only when the bundle cannot be read.
-    public func verify() throws(ContainerError) -> SealReport {
+    package func verify() throws(ContainerError) -> SealReport {
         let (report, _) = try check()
         return report
     }
 
     /// Whether the bundle holds `_CodeSignature/CodeResources`, whatever its state.
-    public var isSealed: Bool {
+    package var isSealed: Bool {
         guard let root = try? FileDescriptor(pathBytes, [.directory, .noFollow]) else { return false }
         // A seal that cannot be read now is still a seal.
         if case .missing = try? readSeal(root.rawValue) { return false }
@@ -32,7 +32,7 @@ extension AppBundle {
     }
 
     /// Refuses a broken seal with exit status 65, naming the first problem; a bundle never sealed passes.
-    public func checkSeal() throws(ContainerError) {
+    package func checkSeal() throws(ContainerError) {
         let report = try verify()
         guard report.state == .broken, let first = report.problems.first else { return }
         let more = report.problems.count > 1 ? " and \(report.problems.count - 1) more" : ""

@@ -4,29 +4,29 @@ import Glibc
 /// The app's bundle, `<App>.app` (ARCHITECTURE.md, "Places and rules", "Bundle, backup and setup"): installed once by
 /// `install(from:)`, sealed by `_CodeSignature/CodeResources`, read-only ever after. The library never writes into it
 /// (`Container.checkWritable(components:)` refuses with exit status 77).
-public struct AppBundle: Sendable {
+package struct AppBundle: Sendable {
     /// The container the bundle belongs to.
-    public let container: Container
+    package let container: Container
 
     /// The seal's path below the bundle.
-    public static let codeResourcesPath = "_CodeSignature/CodeResources"
+    package static let codeResourcesPath = "_CodeSignature/CodeResources"
 
     /// The bundle of `container`, installed or not: nothing is read until asked.
-    public init(container: Container) {
+    package init(container: Container) {
         self.container = container
     }
 
     /// The bundle's folder, absolute, as text for messages.
-    public var path: String { container.path(.bundle) }
+    package var path: String { container.path(.bundle) }
 
     /// The bundle's folder, absolute, exact to the byte.
-    public var pathBytes: [UInt8] { container.pathBytes(.bundle) }
+    package var pathBytes: [UInt8] { container.pathBytes(.bundle) }
 
     /// The bundle's folder as a file URL.
-    public var url: URL { container.url(.bundle) }
+    package var url: URL { container.url(.bundle) }
 
     /// `<App>.app`, for messages.
-    public var name: String { container.appName + ".app" }
+    package var name: String { container.appName + ".app" }
 
     /// The URL of a resource, in the manner of Foundation's `Bundle.url(forResource:withExtension:subdirectory:)`.
     ///
@@ -35,7 +35,7 @@ public struct AppBundle: Sendable {
     /// with a nil (or empty) `name`, the first entry by name with that extension is returned. The result is a
     /// regular file or a folder, with every symbolic link on the way resolved; nil for a missing resource and
     /// for any path that leaves the bundle (`..`, an absolute link, or a link out of it).
-    public func url(forResource name: String?, withExtension ext: String?, subdirectory: String? = nil) -> URL? {
+    package func url(forResource name: String?, withExtension ext: String?, subdirectory: String? = nil) -> URL? {
         guard let root = try? FileDescriptor(pathBytes, [.directory, .noFollow]) else { return nil }
         var ext = ext ?? ""
         if ext.hasPrefix(".") { ext.removeFirst() }
@@ -60,9 +60,9 @@ public struct AppBundle: Sendable {
 }
 
 /// One difference between a bundle and its seal.
-public struct SealProblem: Sendable, Equatable, CustomStringConvertible {
+package struct SealProblem: Sendable, Equatable, CustomStringConvertible {
     /// How a resource differs from the seal.
-    public enum Kind: String, Sendable {
+    package enum Kind: String, Sendable {
         /// The resource differs from what was sealed: other bytes, another link target, another kind.
         case modified
         /// Not in the seal.
@@ -74,27 +74,27 @@ public struct SealProblem: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// How the resource differs.
-    public let kind: Kind
+    package let kind: Kind
     /// The resource's path below the bundle root.
-    public let path: String
+    package let path: String
 
     /// A problem of `kind` with the resource at `path` below the bundle root.
-    public init(_ kind: Kind, _ path: String) {
+    package init(_ kind: Kind, _ path: String) {
         self.kind = kind
         self.path = path
     }
 
     /// `modified: Resources/config.json`, control characters shown as `?` so that one problem is one line.
-    public var description: String {
+    package var description: String {
         "\(kind.rawValue): "
             + String(path.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
     }
 }
 
 /// What `AppBundle.verify()` found.
-public struct SealReport: Sendable, Equatable {
+package struct SealReport: Sendable, Equatable {
     /// The verdict on the bundle as a whole.
-    public enum State: Sendable, Equatable {
+    package enum State: Sendable, Equatable {
         /// No seal and nothing in the bundle: a container made without a bundle. Nothing to verify.
         case notSealed
         /// Every resource is as sealed.
@@ -104,14 +104,14 @@ public struct SealReport: Sendable, Equatable {
     }
 
     /// The verdict: `broken` whenever `problems` is not empty.
-    public let state: State
+    package let state: State
     /// How many resources the seal lists.
-    public let resources: Int
+    package let resources: Int
     /// Sorted by path.
-    public let problems: [SealProblem]
+    package let problems: [SealProblem]
 
     /// A report of `state`, with the number of `resources` sealed and the `problems` (`verify()` sorts them by path).
-    public init(state: State, resources: Int, problems: [SealProblem]) {
+    package init(state: State, resources: Int, problems: [SealProblem]) {
         self.state = state
         self.resources = resources
         self.problems = problems

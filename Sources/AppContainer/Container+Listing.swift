@@ -1,22 +1,22 @@
 /// One entry of a folder listing, with its size and modification date (ARCHITECTURE.md, "Bundle, backup and setup").
-public struct ListedItem: Sendable {
+package struct ListedItem: Sendable {
     /// The entry's name in its folder.
-    public let name: FileName
+    package let name: FileName
     /// The absolute path, exact to the byte.
-    public let path: [UInt8]
+    package let path: [UInt8]
     /// The entry's status, taken without following a symbolic link.
-    public let status: FileStatus
+    package let status: FileStatus
 
     /// The size in bytes; for a symbolic link, the length of its target.
-    public var size: Int64 { status.size }
+    package var size: Int64 { status.size }
     /// The last modification.
-    public var modified: Timestamp { status.modified }
+    package var modified: Timestamp { status.modified }
 }
 
 extension Container {
     /// The entries of a place's folder, sorted by name, without staging names (a leading `.`) and, for
     /// Documents, without the Inbox folder. Symbolic links are listed as links, never followed.
-    public func list(_ place: Place) throws(ContainerError) -> [ListedItem] {
+    package func list(_ place: Place) throws(ContainerError) -> [ListedItem] {
         let folder = try openFolder(place)
         let base = pathBytes(place) + [0x2F]
         var items: [ListedItem] = []

@@ -4,7 +4,7 @@ extension Container {
     /// A relative path is taken from the working folder. `..` is refused rather than resolved, and
     /// nothing is looked up on disk: the caller opens each step with `openFolder`, which never
     /// follows a symbolic link. A path outside the container is refused (exit status 77).
-    public func components(ofUserPath path: [UInt8]) throws(ContainerError) -> [FileName] {
+    package func components(ofUserPath path: [UInt8]) throws(ContainerError) -> [FileName] {
         let shown = String(decoding: path, as: UTF8.self)
         var absolute = path
         if path.first != 0x2F {
@@ -30,7 +30,7 @@ extension Container {
     }
 
     /// The name of the Inbox item a user means: a bare name in the Inbox, or a path to an item inside it.
-    public func inboxItemName(forUserPath path: [UInt8]) throws(ContainerError) -> FileName {
+    package func inboxItemName(forUserPath path: [UInt8]) throws(ContainerError) -> FileName {
         let shown = String(decoding: path, as: UTF8.self)
         if !path.contains(0x2F), let name = FileName(bytes: path) {
             guard !name.isDotOrDotDot else {

@@ -3,7 +3,7 @@ import Glibc
 extension Container {
     /// Who writes: the app, bound by each place's rules, or a delivery, the one way into the Inbox (ARCHITECTURE.md,
     /// "Delivery").
-    public enum Writer: Sendable {
+    package enum Writer: Sendable {
         /// The app, bound by each place's rules: never the bundle nor the Inbox.
         case app
         /// A delivery (`Inbox.deliver`), the one writer the Inbox accepts.
@@ -11,7 +11,7 @@ extension Container {
     }
 
     /// The names of a place's folder below the root.
-    public func components(of place: Place) -> [FileName] {
+    package func components(of place: Place) -> [FileName] {
         place.relativePath(appName: appName).split(separator: "/").compactMap { FileName(String($0)) }
     }
 
@@ -20,7 +20,7 @@ extension Container {
     /// sealed; in the Inbox, but for a delivery; and outside every place. Returns the place. Every library
     /// operation that creates or writes asks this first.
     @discardableResult
-    public func checkWritable(components: [FileName], by writer: Writer = .app) throws(ContainerError) -> Place {
+    package func checkWritable(components: [FileName], by writer: Writer = .app) throws(ContainerError) -> Place {
         let shown = components.isEmpty ? root : root + "/" + components.map(\.string).joined(separator: "/")
         guard let place = Place.containing(components, appName: appName) else {
             throw ContainerError(.refused, "'\(shown)' is not in any place of the container: nothing is written there")
@@ -43,7 +43,7 @@ extension Container {
 
     /// Writes `bytes` as the file at `components` below the root, atomically and durably (`replaceFile`), after
     /// `checkWritable`. No symbolic link is followed on the way; the folder must exist. The file is mode 0644.
-    public func write(_ bytes: [UInt8], to components: [FileName]) throws(ContainerError) {
+    package func write(_ bytes: [UInt8], to components: [FileName]) throws(ContainerError) {
         try checkWritable(components: components)
         guard let name = components.last else { throw ContainerError(.refused, "'\(root)' is not a file") }
         let folder = try openFolder(Array(components.dropLast()))

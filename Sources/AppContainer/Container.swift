@@ -13,11 +13,11 @@ public struct Container: Sendable {
     public let appName: String
 
     /// The service's own state: event log, locks, journal.
-    public static let stateRelativePath = "Library/Application Support/inbox"
+    package static let stateRelativePath = "Library/Application Support/inbox"
 
     /// The container a command uses: `--container`, else `$INBOX_CONTAINER`, else `$XDG_DATA_HOME/inbox/default`,
     /// else `~/.local/share/inbox/default`; each variable read as its exact bytes.
-    public static func defaultPath(variable: (String) -> [UInt8]? = environmentVariable) -> [UInt8] {
+    package static func defaultPath(variable: (String) -> [UInt8]? = environmentVariable) -> [UInt8] {
         if let path = variable("INBOX_CONTAINER"), !path.isEmpty { return path }
         if let data = variable("XDG_DATA_HOME"), !data.isEmpty { return data + Array("/inbox/default".utf8) }
         let home = variable("HOME") ?? homeFolder()
@@ -25,12 +25,12 @@ public struct Container: Sendable {
     }
 
     /// `defaultPath` from variables given as text.
-    public static func defaultPath(environment: [String: String]) -> String {
+    package static func defaultPath(environment: [String: String]) -> String {
         String(decoding: defaultPath { environment[$0].map { Array($0.utf8) } }, as: UTF8.self)
     }
 
     /// The value of an environment variable of this process, as its exact bytes.
-    public static func environmentVariable(_ name: String) -> [UInt8]? {
+    package static func environmentVariable(_ name: String) -> [UInt8]? {
         guard let value = getenv(name) else { return nil }
         return Array(UnsafeRawBufferPointer(start: value, count: strlen(value)))
     }
@@ -139,22 +139,22 @@ public struct Container: Sendable {
     }
 
     /// `Library/Application Support/inbox`: the event log, locks and journal, as text for messages.
-    public var stateDirectory: String { root + "/" + Container.stateRelativePath }
+    package var stateDirectory: String { root + "/" + Container.stateRelativePath }
 
     /// `stateDirectory`, exact to the byte.
-    public var stateDirectoryBytes: [UInt8] { rootBytes + Array(("/" + Container.stateRelativePath).utf8) }
+    package var stateDirectoryBytes: [UInt8] { rootBytes + Array(("/" + Container.stateRelativePath).utf8) }
 
     /// `name` in the state folder, exact to the byte.
-    public func statePath(_ name: String) -> [UInt8] { stateDirectoryBytes + Array(("/" + name).utf8) }
+    package func statePath(_ name: String) -> [UInt8] { stateDirectoryBytes + Array(("/" + name).utf8) }
 
     /// Opens a place's folder for `*at` calls, refusing a symbolic link at any step below the root.
-    public func openFolder(_ place: Place) throws(ContainerError) -> FileDescriptor {
+    package func openFolder(_ place: Place) throws(ContainerError) -> FileDescriptor {
         let components = place.relativePath(appName: appName).split(separator: "/").compactMap { FileName(String($0)) }
         return try openFolder(components)
     }
 
     /// Opens the folder at `components` below the root, one step at a time, never following a symbolic link.
-    public func openFolder(_ components: [FileName]) throws(ContainerError) -> FileDescriptor {
+    package func openFolder(_ components: [FileName]) throws(ContainerError) -> FileDescriptor {
         var folder: FileDescriptor
         do {
             folder = try FileDescriptor(rootBytes, [.directory])

@@ -31,10 +31,10 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
     /// One line a person can act on.
     public let message: String
     /// The system error underneath, if any.
-    public let cause: Errno?
+    package let cause: Errno?
 
     /// An error of `code` with `message`, the line a person reads, and the system error underneath, if any.
-    public init(_ code: Code, _ message: String, cause: Errno? = nil) {
+    package init(_ code: Code, _ message: String, cause: Errno? = nil) {
         self.code = code
         self.message = message
         self.cause = cause
@@ -48,7 +48,7 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
 
     /// Turns a failed call on `path` into an error whose code follows the errno.
     /// - Parameter doing: what was being done, as in "cannot <doing> '<path>'".
-    public init(_ cause: Errno, doing: String, path: String) {
+    package init(_ cause: Errno, doing: String, path: String) {
         let code: Code
         switch cause {
         case .noSuchFile, .notDirectory: code = .noSuchItem

@@ -1,12 +1,12 @@
 import Glibc
 
 /// An error number reported by a system call.
-public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
+package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     /// The C `errno` value.
-    public let rawValue: CInt
+    package let rawValue: CInt
 
     /// The error of a C `errno` value.
-    public init(rawValue: CInt) {
+    package init(rawValue: CInt) {
         self.rawValue = rawValue
     }
 
@@ -14,50 +14,50 @@ public struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     static var current: Errno { Errno(rawValue: errno) }
 
     /// The system's text for the error (`strerror`), such as "No such file or directory".
-    public var description: String { String(cString: strerror(rawValue)) }
+    package var description: String { String(cString: strerror(rawValue)) }
 
     /// `EPERM`
-    public static let notPermitted = Errno(rawValue: EPERM)
+    package static let notPermitted = Errno(rawValue: EPERM)
     /// `ENOENT`
-    public static let noSuchFile = Errno(rawValue: ENOENT)
+    package static let noSuchFile = Errno(rawValue: ENOENT)
     /// `EINTR`
-    public static let interrupted = Errno(rawValue: EINTR)
+    package static let interrupted = Errno(rawValue: EINTR)
     /// `EIO`
-    public static let ioError = Errno(rawValue: EIO)
+    package static let ioError = Errno(rawValue: EIO)
     /// `EBADF`
-    public static let badFileDescriptor = Errno(rawValue: EBADF)
+    package static let badFileDescriptor = Errno(rawValue: EBADF)
     /// `EWOULDBLOCK`, the same as `EAGAIN` on Linux.
-    public static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
+    package static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
     /// `EACCES`
-    public static let permissionDenied = Errno(rawValue: EACCES)
+    package static let permissionDenied = Errno(rawValue: EACCES)
     /// `EEXIST`
-    public static let fileExists = Errno(rawValue: EEXIST)
+    package static let fileExists = Errno(rawValue: EEXIST)
     /// `EXDEV`: a rename across filesystems.
-    public static let crossDevice = Errno(rawValue: EXDEV)
+    package static let crossDevice = Errno(rawValue: EXDEV)
     /// `ENOTDIR`
-    public static let notDirectory = Errno(rawValue: ENOTDIR)
+    package static let notDirectory = Errno(rawValue: ENOTDIR)
     /// `EISDIR`
-    public static let isDirectory = Errno(rawValue: EISDIR)
+    package static let isDirectory = Errno(rawValue: EISDIR)
     /// `EINVAL`
-    public static let invalidArgument = Errno(rawValue: EINVAL)
+    package static let invalidArgument = Errno(rawValue: EINVAL)
     /// `ENOSPC`
-    public static let noSpace = Errno(rawValue: ENOSPC)
+    package static let noSpace = Errno(rawValue: ENOSPC)
     /// `EROFS`
-    public static let readOnlyFileSystem = Errno(rawValue: EROFS)
+    package static let readOnlyFileSystem = Errno(rawValue: EROFS)
     /// `ELOOP`: what `O_NOFOLLOW` fails with on a symbolic link.
-    public static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
+    package static let tooManySymbolicLinks = Errno(rawValue: ELOOP)
     /// `ENAMETOOLONG`
-    public static let nameTooLong = Errno(rawValue: ENAMETOOLONG)
+    package static let nameTooLong = Errno(rawValue: ENAMETOOLONG)
     /// `EOPNOTSUPP`
-    public static let notSupported = Errno(rawValue: EOPNOTSUPP)
+    package static let notSupported = Errno(rawValue: EOPNOTSUPP)
     /// `ENOSYS`: the kernel lacks the call.
-    public static let notImplemented = Errno(rawValue: ENOSYS)
+    package static let notImplemented = Errno(rawValue: ENOSYS)
     /// `EDQUOT`
-    public static let quotaExceeded = Errno(rawValue: EDQUOT)
+    package static let quotaExceeded = Errno(rawValue: EDQUOT)
     /// `ENOTEMPTY`
-    public static let notEmpty = Errno(rawValue: ENOTEMPTY)
+    package static let notEmpty = Errno(rawValue: ENOTEMPTY)
     /// `ENODATA`: no such extended attribute.
-    public static let noData = Errno(rawValue: ENODATA)
+    package static let noData = Errno(rawValue: ENODATA)
 }
 
 /// Runs the system call `name` that returns -1 on failure, reads `errno` at once, and retries on EINTR.

@@ -1,17 +1,17 @@
 import Glibc
 
 /// An open file descriptor with one owner, closed when the owner goes away.
-public struct FileDescriptor: ~Copyable {
+package struct FileDescriptor: ~Copyable {
     /// The descriptor, valid while its owner lives.
-    public let rawValue: CInt
+    package let rawValue: CInt
 
     /// Takes ownership of an open descriptor: it is closed with this value.
-    public init(owning rawValue: CInt) {
+    package init(owning rawValue: CInt) {
         self.rawValue = rawValue
     }
 
     /// Opens `path` relative to the folder `directory` (`currentDirectory` for the working folder).
-    public init(
+    package init(
         at directory: CInt = currentDirectory, _ path: some CStringConvertible, _ flags: OpenFlags, mode: mode_t = 0
     ) throws(Errno) {
         rawValue = try system_openat(directory, path, flags, mode: mode)
@@ -19,7 +19,7 @@ public struct FileDescriptor: ~Copyable {
 
     /// Opens the folder `path` relative to `directory` for reading, never through a symbolic link: one there fails
     /// with ELOOP (with O_DIRECTORY, Linux reports it as ENOTDIR, which would read as "not a folder").
-    public init(folder path: some CStringConvertible, at directory: CInt = currentDirectory) throws(Errno) {
+    package init(folder path: some CStringConvertible, at directory: CInt = currentDirectory) throws(Errno) {
         do {
             rawValue = try system_openat(directory, path, [.directory, .noFollow], mode: 0)
         } catch .notDirectory where (try? AppContainer.fileStatus(in: directory, path))?.kind == .symbolicLink {
@@ -32,27 +32,27 @@ public struct FileDescriptor: ~Copyable {
     }
 
     /// Closes now, reporting a failure (which can mean a lost write on some filesystems).
-    public consuming func close() throws(Errno) {
+    package consuming func close() throws(Errno) {
         let fd = rawValue
         discard self
         try system_close(fd)
     }
 
     /// Gives up ownership without closing: the caller now owns the raw descriptor.
-    public consuming func release() -> CInt {
+    package consuming func release() -> CInt {
         let fd = rawValue
         discard self
         return fd
     }
 
     /// `fstat` of the open file.
-    public func status() throws(Errno) -> stat { try system_fstat(rawValue) }
+    package func status() throws(Errno) -> stat { try system_fstat(rawValue) }
 
     /// `fsync`: the file's data and metadata on disk.
-    public func sync() throws(Errno) { try system_fsync(rawValue) }
+    package func sync() throws(Errno) { try system_fsync(rawValue) }
 
     /// Writes all of `bytes`, continuing after short writes.
-    public func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
+    package func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
         var offset = 0
         while offset < bytes.count {
             let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
@@ -61,14 +61,14 @@ public struct FileDescriptor: ~Copyable {
     }
 
     /// Writes all of `bytes`, continuing after short writes.
-    public func writeAll(_ bytes: [UInt8]) throws(Errno) {
+    package func writeAll(_ bytes: [UInt8]) throws(Errno) {
         try bytes.withUnsafeBytes { buffer in
             Result(catching: { () throws(Errno) in try writeAll(buffer) })
         }.get()
     }
 
     /// Writes all of `bytes` at `offset` (`pwrite`), continuing after short writes; the file offset stays.
-    public func writeAll(_ bytes: [UInt8], at offset: Int64) throws(Errno) {
+    package func writeAll(_ bytes: [UInt8], at offset: Int64) throws(Errno) {
         var written = 0
         while written < bytes.count {
             written += try system_pwrite(rawValue, Array(bytes[written...]), at: offset + Int64(written))
@@ -76,12 +76,12 @@ public struct FileDescriptor: ~Copyable {
     }
 
     /// Reads up to `buffer.count` bytes; 0 at the end of the file.
-    public func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+    package func read(into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
         try system_read(rawValue, into: buffer)
     }
 
     /// Reads from the current offset to the end of the file.
-    public func readToEnd(limit: Int = Int.max) throws(Errno) -> [UInt8] {
+    package func readToEnd(limit: Int = Int.max) throws(Errno) -> [UInt8] {
         var result: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while result.count < limit {
@@ -97,17 +97,17 @@ public struct FileDescriptor: ~Copyable {
 
 /// A shared handle on a descriptor, for places a `~Copyable` owner cannot go (stored and replaced in a class,
 /// captured by closures). Closed when the last reference goes.
-public final class SharedDescriptor {
+package final class SharedDescriptor {
     /// The owned descriptor, closed with the last reference.
-    public let descriptor: FileDescriptor
+    package let descriptor: FileDescriptor
     /// The raw descriptor, valid while this handle lives.
-    public var rawValue: CInt { descriptor.rawValue }
+    package var rawValue: CInt { descriptor.rawValue }
 
     /// Takes the descriptor over from its owner.
-    public init(_ descriptor: consuming FileDescriptor) {
+    package init(_ descriptor: consuming FileDescriptor) {
         self.descriptor = descriptor
     }
 
     /// `fsync`: the file's data and metadata on disk.
-    public func sync() throws(Errno) { try descriptor.sync() }
+    package func sync() throws(Errno) { try descriptor.sync() }
 }

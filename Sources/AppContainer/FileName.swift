@@ -7,7 +7,7 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
     public let bytes: [UInt8]
 
     /// The longest name Linux allows (NAME_MAX).
-    public static let maxLength = 255
+    package static let maxLength = 255
 
     /// A name from raw bytes; nil for an empty name or one holding `/` or NUL.
     public init?(bytes: some Sequence<UInt8>) {
@@ -25,19 +25,19 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
     public var string: String { String(decoding: bytes, as: UTF8.self) }
 
     /// Whether the bytes are valid UTF-8, so `string` holds the name exactly.
-    public var isValidUTF8: Bool { String(validating: bytes, as: UTF8.self) != nil }
+    package var isValidUTF8: Bool { String(validating: bytes, as: UTF8.self) != nil }
 
     /// The name as text, as `string` gives it.
     public var description: String { string }
 
     /// `.` or `..`: names that point at a folder, never at an item.
-    public var isDotOrDotDot: Bool { bytes == [0x2E] || bytes == [0x2E, 0x2E] }
+    package var isDotOrDotDot: Bool { bytes == [0x2E] || bytes == [0x2E, 0x2E] }
 
     /// Names that begin with `.` are in-progress staging, ignored by the watcher.
     public var isHidden: Bool { bytes.first == 0x2E }
 
     /// The name split at its last `.`, where that `.` is not the first byte: ("report", ".pdf").
-    public var stemAndExtension: (stem: [UInt8], ext: [UInt8]) {
+    package var stemAndExtension: (stem: [UInt8], ext: [UInt8]) {
         if let dot = bytes.lastIndex(of: 0x2E), dot > 0 {
             return (Array(bytes[..<dot]), Array(bytes[dot...]))
         }
@@ -58,7 +58,7 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
 
 extension Array where Element == UInt8 {
     /// Calls `body` with the bytes as a NUL-terminated C string, copied to the stack for a name's length.
-    public func withCPath<R, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> R) throws(E) -> R {
+    package func withCPath<R, E: Error>(_ body: (UnsafePointer<CChar>) throws(E) -> R) throws(E) -> R {
         try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: count + 1) { terminated throws(E) in
             _ = terminated.initialize(fromContentsOf: self)
             terminated[count] = 0
@@ -93,7 +93,7 @@ extension String: CStringConvertible {
 
 extension FileName {
     /// A copy of `bytes` cut to at most `limit` bytes without splitting a UTF-8 sequence.
-    public static func truncated(_ bytes: [UInt8], toAtMost limit: Int) -> [UInt8] {
+    package static func truncated(_ bytes: [UInt8], toAtMost limit: Int) -> [UInt8] {
         guard bytes.count > limit else { return bytes }
         var end = Swift.max(limit, 0)
         // Step back over continuation bytes (10xxxxxx) so a character is never cut in half.

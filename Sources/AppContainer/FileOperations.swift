@@ -4,7 +4,7 @@ extension FileDescriptor {
     /// Writes `bytes` as the file `name` in this folder, atomically and durably: under a temporary name beside
     /// it (unique, `.<name>.<pid>.<random>`, unless `temporary` names one), fsynced, renamed over `name`, and
     /// the folder fsynced. No symbolic link is followed; the temporary is removed on failure.
-    public func replaceFile(_ name: FileName, with bytes: [UInt8], temporary: FileName? = nil, mode: mode_t = 0o644)
+    package func replaceFile(_ name: FileName, with bytes: [UInt8], temporary: FileName? = nil, mode: mode_t = 0o644)
         throws(Errno)
     {
         let unique = Array(".\(getpid()).\(UInt64.random(in: 0...UInt64.max))".utf8)
@@ -26,7 +26,7 @@ extension FileDescriptor {
     }
 
     /// The names in this folder, without `.` and `..`, in no particular order.
-    public func entries() throws(Errno) -> [FileName] {
+    package func entries() throws(Errno) -> [FileName] {
         var names: [FileName] = []
         try forEachEntry { name throws(Errno) in
             names.append(name)
@@ -37,7 +37,7 @@ extension FileDescriptor {
 
     /// Reads this folder one name at a time (without `.` and `..`) until `body` returns false, so that
     /// a folder of any size is read in constant memory.
-    public func forEachEntry(_ body: (FileName) throws(Errno) -> Bool) throws(Errno) {
+    package func forEachEntry(_ body: (FileName) throws(Errno) -> Bool) throws(Errno) {
         let copy = try system_openat(rawValue, ".", [.directory])
         let stream: OpaquePointer
         do {
@@ -78,13 +78,13 @@ extension FileDescriptor {
 
     /// The bytes of the regular files below this folder (at most 64 folders deep), or the first failure to read
     /// them.
-    public func regularFileBytes() throws(ContainerError) -> Int64 {
+    package func regularFileBytes() throws(ContainerError) -> Int64 {
         try regularFiles(maxDepth: 64, shown: "(folder)", onError: FolderWalk.stop).bytes
     }
 
     /// Copies everything from `source`'s offset to its end into this file at its offset,
     /// in the kernel where it can (`copy_file_range`), by read and write where it cannot.
-    public func copyContents(from source: borrowing FileDescriptor) throws(Errno) {
+    package func copyContents(from source: borrowing FileDescriptor) throws(Errno) {
         while true {
             do {
                 if try system_copy_file_range(from: source.rawValue, to: rawValue, length: 1 << 30) == 0 { return }
@@ -106,7 +106,7 @@ extension FileDescriptor {
 
     /// A faithful, durable copy: the contents of `source` (whose status is `status`), its access and
     /// modification times, then fsync.
-    public func copyFile(from source: borrowing FileDescriptor, status: FileStatus) throws(Errno) {
+    package func copyFile(from source: borrowing FileDescriptor, status: FileStatus) throws(Errno) {
         try copyContents(from: source)
         let modified = timespec(tv_sec: Int(status.modified.seconds), tv_nsec: Int(status.modified.nanoseconds))
         let accessed = timespec(tv_sec: Int(status.accessed.seconds), tv_nsec: Int(status.accessed.nanoseconds))
@@ -115,7 +115,7 @@ extension FileDescriptor {
     }
 
     /// Adds the owner's write bit, as a file moved out of the Inbox gets back.
-    public func restoreOwnerWrite() throws(Errno) {
+    package func restoreOwnerWrite() throws(Errno) {
         let mode = try fileStatus().mode
         if mode & S_IWUSR == 0 { try system_fchmod(rawValue, mode | S_IWUSR) }
     }

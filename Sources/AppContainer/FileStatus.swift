@@ -2,35 +2,35 @@ import CLinux
 import Glibc
 
 /// What `statx` says of a file, without following a symbolic link.
-public struct FileStatus: Sendable, Equatable {
+package struct FileStatus: Sendable, Equatable {
     /// Regular file, folder, symbolic link and so on.
-    public let kind: FileKind
+    package let kind: FileKind
     /// The size in bytes (`st_size`).
-    public let size: Int64
+    package let size: Int64
     /// The last change of the content (`st_mtim`).
-    public let modified: Timestamp
+    package let modified: Timestamp
     /// The last access (`st_atim`), as the mount's `relatime` or `noatime` keeps it.
-    public let accessed: Timestamp
+    package let accessed: Timestamp
     /// The last change of the inode (`st_ctim`): a write, a rename, a link, a `chmod`. Nobody can set it back,
     /// where the filesystem keeps it (not sshfs or rclone, which report the modification time).
-    public let changed: Timestamp
+    package let changed: Timestamp
     /// The permission bits (`st_mode & 07777`).
-    public private(set) var mode: mode_t
+    package private(set) var mode: mode_t
     /// How many names the inode has (`st_nlink`).
-    public let linkCount: Int
+    package let linkCount: Int
     /// The filesystem's device number (`st_dev`).
-    public let device: UInt64
+    package let device: UInt64
     /// The inode number (`st_ino`); with `device`, the file's identity.
-    public let inode: UInt64
+    package let inode: UInt64
     /// When the inode was made (zero where the filesystem does not say): a reused inode is born again.
-    public let born: Timestamp
+    package let born: Timestamp
     /// The owner's user id (`st_uid`).
-    public let owner: UInt32
+    package let owner: UInt32
     /// The group id (`st_gid`).
-    public let group: UInt32
+    package let group: UInt32
 
     /// The status `fstat` or `lstat` gives, which has no birth time: `born` is zero.
-    public init(_ status: stat) {
+    package init(_ status: stat) {
         kind = FileKind(mode: status.st_mode)
         size = Int64(status.st_size)
         modified = Timestamp(status.st_mtim)
@@ -46,7 +46,7 @@ public struct FileStatus: Sendable, Equatable {
     }
 
     /// The status `statx` gives, with the birth time where the filesystem keeps it.
-    public init(_ status: inbox_file_status) {
+    package init(_ status: inbox_file_status) {
         kind = FileKind(mode: mode_t(status.mode))
         size = status.size
         modified = Timestamp(seconds: status.modified_seconds, nanoseconds: Int64(status.modified_nanoseconds))
@@ -65,30 +65,30 @@ public struct FileStatus: Sendable, Equatable {
     }
 
     /// The same status with other permission bits: what `fstat` says after a `fchmod` to `mode`.
-    public func withMode(_ mode: mode_t) -> FileStatus {
+    package func withMode(_ mode: mode_t) -> FileStatus {
         var status = self
         status.mode = mode & 0o7777
         return status
     }
 
     /// Whether both describe the same file: the one "same file" check, by `FileID` (device and inode).
-    public func isSameFile(as other: FileStatus) -> Bool {
+    package func isSameFile(as other: FileStatus) -> Bool {
         fileID == other.fileID
     }
 }
 
 extension FileDescriptor {
     /// The status of the open file, from `statx` (with the birth time, unlike `status()`).
-    public func fileStatus() throws(Errno) -> FileStatus { FileStatus(try system_statx(rawValue, "")) }
+    package func fileStatus() throws(Errno) -> FileStatus { FileStatus(try system_statx(rawValue, "")) }
 }
 
 /// The status of `name` in the folder `directory`, never following a symbolic link.
-public func fileStatus(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus {
+package func fileStatus(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus {
     FileStatus(try system_statx(directory, name))
 }
 
 /// The status of `name` in `directory`, or nil when there is no such file; any other failure is thrown.
-public func fileStatusIfPresent(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus? {
+package func fileStatusIfPresent(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus? {
     do {
         return try fileStatus(in: directory, name)
     } catch .noSuchFile {

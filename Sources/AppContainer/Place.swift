@@ -47,7 +47,7 @@ public enum Place: String, CaseIterable, Sendable {
 
     /// The place that holds a path below the container root: the deepest place whose folder contains it.
     /// Nil for paths outside every place (the root itself, or stray entries beside the places).
-    public static func containing(_ components: [FileName], appName: String) -> Place? {
+    package static func containing(_ components: [FileName], appName: String) -> Place? {
         var best: (place: Place, depth: Int)?
         for place in Place.allCases {
             let folder = place.relativePath(appName: appName).split(separator: "/").map { Array($0.utf8) }

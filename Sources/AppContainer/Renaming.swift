@@ -1,14 +1,14 @@
 import Glibc
 
 /// How a clashing name gets a new one (ARCHITECTURE.md, "Names").
-public enum ClashNaming: Sendable {
+package enum ClashNaming: Sendable {
     /// `report.pdf`, `report-1.pdf`, `report-2.pdf`
     case inbox
     /// `report.pdf`, `report 2.pdf`, `report 3.pdf`
     case documents
 
     /// The name to try at `attempt` (0 is the name itself), never longer than 255 bytes.
-    public func candidate(for name: FileName, attempt: Int) -> FileName {
+    package func candidate(for name: FileName, attempt: Int) -> FileName {
         guard attempt > 0 else { return name }
         let (stem, ext) = name.stemAndExtension
         let suffix: [UInt8] =
@@ -24,7 +24,7 @@ public enum ClashNaming: Sendable {
 
     /// The first attempts `firstFree` makes, in order: 0 to 99 one by one, then doubling (100, 200, 400, … up
     /// to 6,553,600), so that a folder holding thousands of clashes in a row costs a few dozen tries.
-    public static func attempts() -> [Int] { firstAttempts }
+    package static func attempts() -> [Int] { firstAttempts }
 
     /// `attempts()`, made once: every rename walks it.
     private static let firstAttempts = Array(0..<100) + (0...16).map { 100 << $0 }
@@ -33,7 +33,7 @@ public enum ClashNaming: Sendable {
     /// After `attempts()` (whose doubling numbers fill up when every clash takes the next, as 10,000 mails that
     /// each carry an `attachment-1.bin` do), it tries random numbers below a billion, then every number in turn:
     /// it never gives up while a free name exists.
-    public func firstFree(for name: FileName, _ place: (FileName) throws(Errno) -> Void) throws(Errno) -> FileName {
+    package func firstFree(for name: FileName, _ place: (FileName) throws(Errno) -> Void) throws(Errno) -> FileName {
         func placed(_ attempt: Int) throws(Errno) -> FileName? {
             let candidate = candidate(for: name, attempt: attempt)
             do {
@@ -57,14 +57,14 @@ public enum ClashNaming: Sendable {
 }
 
 /// A file's place on its filesystem: device and inode.
-public struct FileID: Hashable, Sendable {
+package struct FileID: Hashable, Sendable {
     /// The device that holds the file (`st_dev`).
-    public let device: UInt64
+    package let device: UInt64
     /// The file's inode number on that device.
-    public let inode: UInt64
+    package let inode: UInt64
 
     /// The file `inode` on `device`.
-    public init(device: UInt64, inode: UInt64) {
+    package init(device: UInt64, inode: UInt64) {
         self.device = device
         self.inode = inode
     }
@@ -72,7 +72,7 @@ public struct FileID: Hashable, Sendable {
 
 extension FileStatus {
     /// The file's place, to tell whether a name still holds the same file.
-    public var fileID: FileID { FileID(device: device, inode: inode) }
+    package var fileID: FileID { FileID(device: device, inode: inode) }
 }
 
 /// The one checked rename and the one put-back (ARCHITECTURE.md, "Only the file decided on").
@@ -86,7 +86,7 @@ extension FileStatus {
 /// file held `name` (that file is put back into `folder`, under a free name). Throws ENOENT when nothing was
 /// there, and any other failure of the rename (EXDEV, ENOSPC, EPERM…); when the check itself fails, what was
 /// renamed goes back first.
-public func checkedRename(
+package func checkedRename(
     _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
     expected: FileID
 ) throws(Errno) -> FileName? {
@@ -95,7 +95,7 @@ public func checkedRename(
 
 /// `checkedRename`, returning with the name the status the check read there (the file decided on, just after its
 /// rename), so that a caller need not read it again.
-public func checkedRenameWithStatus(
+package func checkedRenameWithStatus(
     _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
     expected: FileID
 ) throws(Errno) -> (name: FileName, status: FileStatus)? {
@@ -119,7 +119,7 @@ public func checkedRenameWithStatus(
 /// Renames `current` in `source` back into `folder` as `name`, or the first free Inbox-style name beside it
 /// (`name-1`, …); returns the name it took.
 @discardableResult
-public func putBack(_ current: FileName, from source: CInt, into folder: CInt, as name: FileName) throws(Errno)
+package func putBack(_ current: FileName, from source: CInt, into folder: CInt, as name: FileName) throws(Errno)
     -> FileName
 {
     try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
@@ -129,7 +129,7 @@ public func putBack(_ current: FileName, from source: CInt, into folder: CInt, a
 
 extension FileDescriptor {
     /// `checkedRename` of `name` in this folder.
-    public func checkedRename(
+    package func checkedRename(
         _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
     ) throws(Errno) -> FileName? {
         try AppContainer.checkedRename(
@@ -137,7 +137,7 @@ extension FileDescriptor {
     }
 
     /// `checkedRenameWithStatus` of `name` in this folder.
-    public func checkedRenameWithStatus(
+    package func checkedRenameWithStatus(
         _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
     ) throws(Errno) -> (name: FileName, status: FileStatus)? {
         try AppContainer.checkedRenameWithStatus(
@@ -146,7 +146,7 @@ extension FileDescriptor {
 
     /// `putBack` into this folder.
     @discardableResult
-    public func putBack(_ current: FileName, from folder: CInt, as name: FileName) throws(Errno) -> FileName {
+    package func putBack(_ current: FileName, from folder: CInt, as name: FileName) throws(Errno) -> FileName {
         try AppContainer.putBack(current, from: folder, into: rawValue, as: name)
     }
 }

@@ -9,9 +9,9 @@ import Glibc
 /// cut short: each folder it names that is in place is swapped back, and the container is as it was. What is left
 /// in the staging folder, an unfinished extraction or the container's old folders, is then removed. One restore at
 /// a time: a restore holds `flock` on the container root, and another waits for it.
-public final class RestoreSwitch {
+package final class RestoreSwitch {
     /// The staging folder, at the container root.
-    public static let stagingName = FileName(".inbox-restore").unsafelyUnwrapped
+    package static let stagingName = FileName(".inbox-restore").unsafelyUnwrapped
     static let markerName = FileName("switch").unsafelyUnwrapped
     /// The folders a restore replaces, each whole.
     static let switched = ["Documents", "Library"].map { FileName($0).unsafelyUnwrapped }
@@ -20,13 +20,13 @@ public final class RestoreSwitch {
     private let root: FileDescriptor
 
     /// The staging folder's absolute path.
-    public var stagingPath: [UInt8] { Self.stagingPath(container) }
+    package var stagingPath: [UInt8] { Self.stagingPath(container) }
 
     static func stagingPath(_ container: Container) -> [UInt8] { container.rootBytes + [0x2F] + stagingName.bytes }
 
     /// Takes the restore lock, waiting for a restore under way to end, and settles what a restore cut short left: a
     /// switch is swapped back, the staging folder removed.
-    public init(container: Container) throws(ContainerError) {
+    package init(container: Container) throws(ContainerError) {
         self.container = container
         root = try container.openFolder([])
         _ = try Self.lock(root.rawValue, container, waiting: true)
@@ -35,7 +35,7 @@ public final class RestoreSwitch {
 
     /// Makes the staging folder, empty, and returns it open: the archive's entries create the places' folders,
     /// with their modes and times.
-    public func makeStaging() throws(ContainerError) -> FileDescriptor {
+    package func makeStaging() throws(ContainerError) -> FileDescriptor {
         do {
             try system_mkdirat(root.rawValue, Self.stagingName, mode: 0o700)
             return try FileDescriptor(at: root.rawValue, Self.stagingName, [.directory, .noFollow])
@@ -65,7 +65,7 @@ public final class RestoreSwitch {
 
     /// Removes the staging folder after `failure`, which it returns, noting a staging folder it could not remove
     /// (the next restore removes it, or says why not).
-    public func discarding(after failure: ContainerError) -> ContainerError {
+    package func discarding(after failure: ContainerError) -> ContainerError {
         guard let leftover = Self.removeStaging(root.rawValue, container) else { return failure }
         return ContainerError(failure.code, failure.message + "; " + leftover.message, cause: failure.cause)
     }
@@ -75,7 +75,7 @@ public final class RestoreSwitch {
     /// exchanged and removes the staging folder: the container is as it was. After the commit the staging folder
     /// goes and the filesystem is synced. Returns a failure to remove the staging folder: the restore is complete,
     /// and the next command removes it.
-    public func switchIn(_ staging: borrowing FileDescriptor) throws(ContainerError) -> ContainerError? {
+    package func switchIn(_ staging: borrowing FileDescriptor) throws(ContainerError) -> ContainerError? {
         var exchanged: [FileName] = []
         var doing = "make the places' folders in"
         do throws(Errno) {

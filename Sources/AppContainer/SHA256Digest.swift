@@ -6,7 +6,7 @@ import Glibc
 /// reused read buffer.
 ///
 /// libnettle is loaded on the first digest (`LazyLibrary`). Not thread-safe: make one per thread or walk.
-public final class SHA256Digest {
+package final class SHA256Digest {
     /// Nettle's SHA-256 functions, typed by their prototypes (`shim.h`), resolved on the first digest.
     private struct Functions {
         let initialize: inbox_sha256_init
@@ -24,16 +24,16 @@ public final class SHA256Digest {
     }
 
     /// Bytes asked of each `pread` by `hash(_:in:shown:)`.
-    public static let chunkSize = 256 * 1024
+    package static let chunkSize = 256 * 1024
     /// The length of a digest.
-    public static let length = 32
+    package static let length = 32
 
     private let context: UnsafeMutablePointer<sha256_ctx>  // initialised again for each digest
     private var buffer: UnsafeMutableRawBufferPointer?  // for `hash`, made on its first call
 
     /// Makes the context every digest reuses.
     /// - Throws: never, since the context needs no more than memory; kept for callers that make one per run.
-    public init() throws(ContainerError) {
+    package init() throws(ContainerError) {
         context = .allocate(capacity: 1)
         context.initialize(to: sha256_ctx())
     }
@@ -44,18 +44,18 @@ public final class SHA256Digest {
     }
 
     /// Starts a new digest, dropping any unfinished one.
-    public func begin() throws(ContainerError) {
+    package func begin() throws(ContainerError) {
         try Self.functions.get().initialize(context)
     }
 
     /// Adds `bytes` to the digest begun.
-    public func update(_ bytes: UnsafeRawBufferPointer) throws(ContainerError) {
+    package func update(_ bytes: UnsafeRawBufferPointer) throws(ContainerError) {
         guard let start = bytes.baseAddress, !bytes.isEmpty else { return }
         try Self.functions.get().update(context, bytes.count, start.assumingMemoryBound(to: UInt8.self))
     }
 
     /// The 32 bytes of the digest begun; `begin` again for the next.
-    public func finish() throws(ContainerError) -> [UInt8] {
+    package func finish() throws(ContainerError) -> [UInt8] {
         let digest = try Self.functions.get().digest
         return [UInt8](unsafeUninitializedCapacity: Self.length) { out, count in
             digest(context, Self.length, out.baseAddress)
@@ -80,7 +80,7 @@ public final class SHA256Digest {
 
     /// The SHA-256 of the bytes of the open file `fd` from `start` to `end` (its end when nil), read with
     /// `pread`, so the file's offset is left alone. `shown` names the file in messages.
-    public func hash(_ fd: CInt, from start: Int64, to end: Int64?, shown: String) throws(ContainerError) -> [UInt8] {
+    package func hash(_ fd: CInt, from start: Int64, to end: Int64?, shown: String) throws(ContainerError) -> [UInt8] {
         let buffer = self.buffer ?? .allocate(byteCount: Self.chunkSize, alignment: 4096)
         self.buffer = buffer
         try begin()
@@ -102,7 +102,7 @@ public final class SHA256Digest {
     }
 
     /// Lowercase hex digits of `bytes`: how a digest is written.
-    public static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
+    package static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
         String(unsafeUninitializedCapacity: bytes.count * 2) { out in
             for (index, byte) in bytes.enumerated() {
                 out[2 * index] = hexDigit(byte >> 4)
@@ -113,7 +113,7 @@ public final class SHA256Digest {
     }
 
     /// Lowercase hex digits of `bytes`.
-    public static func hex(_ bytes: [UInt8]) -> String {
+    package static func hex(_ bytes: [UInt8]) -> String {
         bytes.withUnsafeBytes { hex($0) }
     }
 

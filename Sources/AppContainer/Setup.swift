@@ -4,18 +4,18 @@ import Glibc
 /// folder is copied into `Library/Application Support/` and the default preferences are written; then `setup.done` in
 /// the state folder records that it is done. An interrupted setup has no `setup.done` and runs again; a completed one
 /// never does (until a bundle is installed: that is a first launch again).
-public enum Setup {
+package enum Setup {
     /// What one run did.
-    public struct Report: Sendable, Equatable {
+    package struct Report: Sendable, Equatable {
         /// Template files and links created in Application Support.
-        public let templatesCopied: Int
+        package let templatesCopied: Int
         /// Template files and links not copied because Application Support already had their name.
-        public let templatesKept: Int
+        package let templatesKept: Int
         /// Whether `Library/Preferences/inbox.plist` was written (with every key, existing values kept).
-        public let preferencesWritten: Bool
+        package let preferencesWritten: Bool
 
         /// A report of what one run did.
-        public init(templatesCopied: Int, templatesKept: Int, preferencesWritten: Bool) {
+        package init(templatesCopied: Int, templatesKept: Int, preferencesWritten: Bool) {
             self.templatesCopied = templatesCopied
             self.templatesKept = templatesKept
             self.preferencesWritten = preferencesWritten
@@ -23,17 +23,17 @@ public enum Setup {
     }
 
     /// The bundle's folder of templates.
-    public static let templatesFolder = "Templates"
+    package static let templatesFolder = "Templates"
     static let markerName = "setup.done"
     static let lockName = "setup.lock"
 
     /// `Library/Application Support/inbox/setup.done`.
-    public static func markerPath(_ container: Container) -> String {
+    package static func markerPath(_ container: Container) -> String {
         container.stateDirectory + "/" + markerName
     }
 
     /// Whether setup has completed in this container.
-    public static func isDone(_ container: Container) -> Bool {
+    package static func isDone(_ container: Container) -> Bool {
         (try? fileStatus(in: currentDirectory, container.statePath(markerName)))?.kind == .regular
     }
 
@@ -48,7 +48,7 @@ public enum Setup {
     ///
     /// - Parameter shouldContinue: asked before each template file; when it returns false, setup stops
     ///   unfinished (exit status 1) and runs again next time.
-    public static func run(_ container: Container, shouldContinue: () -> Bool = { true }) throws(ContainerError)
+    package static func run(_ container: Container, shouldContinue: () -> Bool = { true }) throws(ContainerError)
         -> Report?
     {
         let state = try openState(container)

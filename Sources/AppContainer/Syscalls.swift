@@ -8,7 +8,7 @@ import Glibc
 // (SyscallFaults.swift) under a stable name, so tests can make any call fail.
 
 /// The current folder, as a sentinel for the `*at` calls.
-public let currentDirectory: CInt = AT_FDCWD
+package let currentDirectory: CInt = AT_FDCWD
 
 /// Calls `body` with `path` as a C string, keeping `body`'s typed error. Inlined, so that the copy is specialized for
 /// the wrapper's result even where the wrapper is not for the path's type.

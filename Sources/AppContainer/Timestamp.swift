@@ -14,12 +14,12 @@ public struct Timestamp: Sendable, Hashable, Comparable {
     }
 
     /// A time as the kernel reports it in a `timespec`.
-    public init(_ time: timespec) {
+    package init(_ time: timespec) {
         self.init(seconds: Int64(time.tv_sec), nanoseconds: Int64(time.tv_nsec))
     }
 
     /// The time as the `*utimens` calls take it.
-    public var timespecValue: timespec { timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds)) }
+    package var timespecValue: timespec { timespec(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds)) }
 
     /// The current wall-clock time.
     public static func now() -> Timestamp {

@@ -27,8 +27,8 @@ import Testing
                 undocumented.append("Sources/\(path):\(declaration.line): \(declaration.text)")
             }
         }
-        // A scan that finds nothing checks nothing: there are hundreds.
-        #expect(found > 400, "only \(found) public declarations found in \(sources.path)")
+        // A scan that finds nothing checks nothing: there are about 290 (PublicAPI.txt lists them).
+        #expect(found > 200, "only \(found) public declarations found in \(sources.path)")
         for line in undocumented { print(line) }
         if !undocumented.isEmpty {
             Issue.record("\(undocumented.count) of \(found) public declarations have no doc comment (listed above)")

@@ -17,7 +17,7 @@ public struct BackupPlan: Sendable {
         /// The path below the container root, exact to the byte, without a trailing `/`.
         public let path: [UInt8]
         /// Its status, taken without following a symbolic link.
-        public let status: FileStatus
+        package let status: FileStatus
         /// Whether the backup holds it.
         public let isIncluded: Bool
         /// Why: `Documents: backed up`, `Library/Caches: not backed up`, `re-created by inbox`, ….

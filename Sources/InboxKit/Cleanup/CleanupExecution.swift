@@ -2,9 +2,9 @@ import AppContainer
 import Glibc
 
 /// What became of one planned entry.
-public struct CleanupOutcome: Sendable {
+package struct CleanupOutcome: Sendable {
     /// What was done with the entry.
-    public enum Result: Sendable {
+    package enum Result: Sendable {
         /// A dry run: nothing was done.
         case planned
         /// Deleted, with its `deleted` record in the log.
@@ -19,20 +19,20 @@ public struct CleanupOutcome: Sendable {
     }
 
     /// The entry as planned.
-    public let entry: CleanupEntry
+    package let entry: CleanupEntry
     /// The absolute path, exact to the byte.
-    public let path: [UInt8]
+    package let path: [UInt8]
     /// What was done with it.
-    public let result: Result
+    package let result: Result
 
     /// Whether the entry was deleted (`result` is `.deleted`).
-    public var deleted: Bool {
+    package var deleted: Bool {
         if case .deleted = result { return true }
         return false
     }
 
     /// `      2815  /home/me/app/tmp/upload.part  (older than 3 days)`: the same in a dry run and a real run.
-    public var line: [UInt8] {
+    package var line: [UInt8] {
         let size = String(entry.bytes)
         let padded = String(repeating: " ", count: max(0, 10 - size.count)) + size
         return Array("\(padded)  ".utf8) + path + Array("  (\(entry.reason))".utf8)
@@ -40,7 +40,7 @@ public struct CleanupOutcome: Sendable {
 
     /// `{"path":"/home/me/app/tmp/upload.part","reason":"older than 3 days","deleted":true}` (ARCHITECTURE.md, "The
     /// command line").
-    public var json: String {
+    package var json: String {
         var buffer: [UInt8] = [UInt8(ascii: "{")]
         EventEncoding.appendPathMember("path", path, to: &buffer)
         EventEncoding.appendLiteral(",\"reason\":", to: &buffer)
@@ -52,21 +52,21 @@ public struct CleanupOutcome: Sendable {
 }
 
 /// The totals of a clean.
-public struct CleanupSummary: Sendable {
+package struct CleanupSummary: Sendable {
     /// Entries planned, each counted once its batch is done (in a dry run, every entry).
-    public var planned = 0
+    package var planned = 0
     /// Entries deleted.
-    public var deleted = 0
+    package var deleted = 0
     /// What the deleted entries freed, as their planned `bytes`.
-    public var bytesFreed: Int64 = 0
+    package var bytesFreed: Int64 = 0
     /// Entries that could not be deleted, and the first reason.
-    public var failed = 0
+    package var failed = 0
     /// The first of those reasons.
-    public var firstFailure: ContainerError?
+    package var firstFailure: ContainerError?
     /// Entries or folders that could not be read, and so were kept with all they hold.
-    public var unreadable = 0
+    package var unreadable = 0
     /// The first of those reasons.
-    public var firstUnreadable: ContainerError?
+    package var firstUnreadable: ContainerError?
 }
 
 extension CleanupPlan {
@@ -75,7 +75,7 @@ extension CleanupPlan {
     /// order, once its batch is done. First it settles a batch that a crash left unfinished. One clean runs
     /// at a time per container: with `waitForLock` false, another clean under way fails with exit status 75;
     /// else `waiting` is called before this waits for it.
-    public func execute(
+    package func execute(
         dryRun: Bool = false, log: EventLog, progress: ProgressLine? = nil, waitForLock: Bool = true,
         waiting: () -> Void = {}, shouldStop: @escaping () -> Bool = { false }, _ each: (CleanupOutcome) -> Void
     ) throws(ContainerError) -> CleanupSummary {
@@ -94,7 +94,7 @@ extension CleanupPlan {
 
     /// Deletes `entries`, a plan made earlier (by `entries()`), each only while its name still holds the file
     /// planned; logs each deletion. `each` hears of every entry, in order, once its batch is done.
-    public func execute(
+    package func execute(
         _ entries: some Sequence<CleanupEntry>, log: EventLog, _ each: (CleanupOutcome) -> Void = { _ in }
     ) throws(ContainerError) -> CleanupSummary {
         try withExecutor(dryRun: false, log: log, waitForLock: true) { executor throws(ContainerError) in
@@ -289,13 +289,13 @@ private struct CleanupExecutor {
 /// The one line a long clean or import keeps up to date on a terminal, `inbox: cleaning… 53,120 entries
 /// checked`, redrawn in place with `\r` at most once per `interval`. Nothing is written when the output is not
 /// a terminal, nor by a run that ends within the first `interval`.
-public final class ProgressLine {
+package final class ProgressLine {
     /// Whether the output is a terminal: nothing is drawn when it is not.
-    public let isTerminal: Bool
+    package let isTerminal: Bool
     /// The least time between two redraws.
-    public let interval: Duration
+    package let interval: Duration
     /// How many entries have been checked.
-    public private(set) var checked = 0
+    package private(set) var checked = 0
     private let write: (String) -> Void
     private let clock: () -> Duration
     private let start: Duration
@@ -306,7 +306,7 @@ public final class ProgressLine {
     ///   - isTerminal: whether to draw at all.
     ///   - clock: a monotonic time; the default is `ContinuousClock`'s.
     ///   - write: writes text to the terminal as it is, without adding a newline.
-    public init(
+    package init(
         isTerminal: Bool, interval: Duration = .milliseconds(100), clock: (() -> Duration)? = nil,
         write: @escaping (String) -> Void
     ) {
@@ -320,7 +320,7 @@ public final class ProgressLine {
     }
 
     /// Progress on standard error, drawn only when it is a terminal (`isatty(2)`).
-    public static func standardError() -> ProgressLine {
+    package static func standardError() -> ProgressLine {
         ProgressLine(isTerminal: isatty(STDERR_FILENO) == 1) { text in
             let output = FileDescriptor(owning: STDERR_FILENO)
             try? output.writeAll(Array(text.utf8))
@@ -330,13 +330,13 @@ public final class ProgressLine {
 
     /// Counts one more entry checked, and redraws the line when `interval` has passed since it was last drawn
     /// (or since the start).
-    public func tick() {
+    package func tick() {
         checked += 1
         draw("cleaning… \(Self.grouped(checked)) entries checked")
     }
 
     /// Redraws the line with `text` when `interval` has passed since it was last drawn (or since the start).
-    public func draw(_ text: @autoclosure () -> String) {
+    package func draw(_ text: @autoclosure () -> String) {
         guard isTerminal else { return }
         let now = clock()
         guard now - (lastDrawn ?? start) >= interval else { return }
@@ -346,7 +346,7 @@ public final class ProgressLine {
     }
 
     /// Erases the line, if drawn, so other output can follow; the next redraw brings it back.
-    public func clear() {
+    package func clear() {
         guard shown else { return }
         shown = false
         write("\r\u{1B}[K")

@@ -1,22 +1,22 @@
 import AppContainer
 
 /// One deletion the cleanup policy asks for.
-public struct CleanupEntry: Sendable, Equatable {
+package struct CleanupEntry: Sendable, Equatable {
     /// Where it is: `.inbox`, `.tmp` or `.caches`.
-    public let place: Place
+    package let place: Place
     /// Its names below the place's folder: one for an Inbox item or a tmp entry, more for a file deep in Caches.
-    public let components: [FileName]
+    package let components: [FileName]
     /// Why it goes: `older than 30 days`, `inbox over 1073741824 bytes`, `tmp: app not running`, `caches over …`.
-    public let reason: String
+    package let reason: String
     /// What deleting it frees: a file's size, or the bytes of the regular files below a folder.
-    public let bytes: Int64
+    package let bytes: Int64
     /// The device and inode when planned: the name is deleted only while it still holds this file.
-    public let device: UInt64
+    package let device: UInt64
     /// The inode when planned (see `device`).
-    public let inode: UInt64
+    package let inode: UInt64
 
     /// An entry to delete: `components` below the folder of `place`, with its reason, size and identity when planned.
-    public init(place: Place, components: [FileName], reason: String, bytes: Int64, device: UInt64, inode: UInt64) {
+    package init(place: Place, components: [FileName], reason: String, bytes: Int64, device: UInt64, inode: UInt64) {
         self.place = place
         self.components = components
         self.reason = reason
@@ -26,7 +26,7 @@ public struct CleanupEntry: Sendable, Equatable {
     }
 
     /// The path below the container root, as the event log names it: `tmp/upload.part`.
-    public func relativePath(appName: String) -> [UInt8] {
+    package func relativePath(appName: String) -> [UInt8] {
         var path = Array(place.relativePath(appName: appName).utf8)
         for component in components { path += [0x2F] + component.bytes }
         return path
@@ -42,18 +42,18 @@ public struct CleanupEntry: Sendable, Equatable {
 /// Walks never follow a symbolic link nor leave the place's filesystem. On an unchanged container a
 /// dry run and a real run produce the same entries in the same order. Nothing else is ever read or deleted:
 /// not Documents outside the Inbox, Application Support, Preferences, nor the bundle.
-public struct CleanupPlan: Sendable {
+package struct CleanupPlan: Sendable {
     /// The container cleaned.
-    public let container: Container
+    package let container: Container
     /// The limits applied: the container's preferences, overridden by flags.
-    public let policy: Preferences
+    package let policy: Preferences
     /// Whether a watcher holds the container (the app "is running"): tmp then loses only its old entries.
-    public let appIsRunning: Bool
+    package let appIsRunning: Bool
     /// The moment ages are measured from.
-    public let now: Timestamp
+    package let now: Timestamp
 
     /// A plan for `container`; `appIsRunning` nil asks whether a watcher holds the container's lock.
-    public init(container: Container, policy: Preferences, appIsRunning: Bool? = nil, now: Timestamp = .now()) {
+    package init(container: Container, policy: Preferences, appIsRunning: Bool? = nil, now: Timestamp = .now()) {
         self.container = container
         self.policy = policy
         self.appIsRunning = appIsRunning ?? (WatcherLock.holder(of: container) != nil)
@@ -67,7 +67,7 @@ public struct CleanupPlan: Sendable {
     ///
     /// `progress` counts each entry checked; `shouldStop` is asked as often and ends the walk early. `passedOver`
     /// hears of each entry or folder that could not be read: it is kept, and what it holds is never deleted for it.
-    public func forEachEntry(
+    package func forEachEntry(
         progress: ProgressLine? = nil, shouldStop: @escaping () -> Bool = { false },
         passedOver: @escaping (ContainerError) -> Void = { _ in },
         _ body: (CleanupEntry) throws(ContainerError) -> Void
@@ -79,7 +79,7 @@ public struct CleanupPlan: Sendable {
     }
 
     /// Every entry, in order. For small containers and tests; a large clean streams with `forEachEntry`.
-    public func entries() throws(ContainerError) -> [CleanupEntry] {
+    package func entries() throws(ContainerError) -> [CleanupEntry] {
         var entries: [CleanupEntry] = []
         try forEachEntry { entries.append($0) }
         return entries
@@ -282,16 +282,16 @@ final class CleanupWalker {
 
 /// The cleanup policy's units and reasons (ARCHITECTURE.md, "Cleanup"). Its values are `Preferences`: `inboxMaxAge`,
 /// `inboxMaxBytes`, `tmpMaxAge` and `cachesMaxBytes`, which `inbox clean` flags can override.
-public enum CleanupPolicy {
+package enum CleanupPolicy {
     /// Seconds from plain `3600` or a number with one unit: `45s`, `10m`, `12h`, `30d`, `2w`.
     /// Nil for anything else, a negative number, or a value past `Int64.max`.
-    public static func seconds(from text: String) -> Int64? {
+    package static func seconds(from text: String) -> Int64? {
         parse(text, units: ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800])
     }
 
     /// Bytes from plain `1048576` or a number with a binary unit: `64K`, `512M`, `1G`, `2T` (also `512MiB`,
     /// lower case allowed). Nil for anything else, a negative number, or a value past `Int64.max`.
-    public static func bytes(from text: String) -> Int64? {
+    package static func bytes(from text: String) -> Int64? {
         let units: [Character: Int64] = ["k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40]
         var text = Substring(text.lowercased())
         if text.hasSuffix("ib") {
@@ -302,7 +302,7 @@ public enum CleanupPolicy {
     }
 
     /// `30 days`, `1 day`, `12 hours`, `90 seconds`: the largest unit that divides `seconds` exactly.
-    public static func describe(seconds: Int64) -> String {
+    package static func describe(seconds: Int64) -> String {
         let units: [(Int64, String)] = [(604_800, "week"), (86_400, "day"), (3600, "hour"), (60, "minute")]
         for (size, name) in units where seconds != 0 && seconds % size == 0 {
             let count = seconds / size

@@ -1,9 +1,9 @@
 /// Names as a person's terminal should show them (ARCHITECTURE.md, "The command line"): a name from mail may
 /// hold a newline or an escape sequence, which must not move the cursor or recolour the screen.
-public enum TerminalText {
+package enum TerminalText {
     /// `bytes` with every control character (C0, DEL, C1) and every byte that is not part of valid UTF-8 written
     /// as `\n`, `\t`, `\r` or `\xHH`, and a backslash as `\\`, so what is shown reads back to one exact name.
-    public static func escaped(_ bytes: [UInt8]) -> [UInt8] {
+    package static func escaped(_ bytes: [UInt8]) -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0

@@ -2,12 +2,12 @@ import AppContainer
 
 /// What `inbox watch --verbose` and `--format FMT` print (ARCHITECTURE.md, "The command line"): for each arrival a
 /// line when it arrives and a line for what became of it, made from a format in the manner of inotifywait's.
-public struct WatchFormat: Sendable {
+package struct WatchFormat: Sendable {
     /// The format of `--verbose`: `2026-11-29T16:37:38.123Z moved /home/me/app/Documents/report.pdf`.
-    public static let verbose = "%t %e %a"
+    package static let verbose = "%t %e %a"
 
     /// The directives, as `--help` lists them.
-    public static let directives: [(String, String)] = [
+    package static let directives: [(String, String)] = [
         ("%e", "the event: arrived, then kept, moved, deleted, failed (tried again later) or gone"),
         ("%a", "the absolute path (in Documents once moved)"),
         ("%p", "the path from the container, as the log gives it"),
@@ -28,7 +28,7 @@ public struct WatchFormat: Sendable {
     private let pieces: [Piece]
 
     /// Parses `format`; an unknown directive, or a `%` at the end, is a usage error (exit status 64).
-    public init(_ format: [UInt8]) throws(ContainerError) {
+    package init(_ format: [UInt8]) throws(ContainerError) {
         let known = Set(Self.directives.map { Array($0.0.utf8)[1] })
         var pieces: [Piece] = []
         var literal: [UInt8] = []
@@ -64,7 +64,7 @@ public struct WatchFormat: Sendable {
     /// The lines for a batch of settled arrivals, two each, at `time`. Names and paths are escaped by
     /// `TerminalText` when `escaped` (stdout is a terminal), else exact bytes; each line ends with `terminator`
     /// (a newline, or a NUL for `-0`).
-    public func lines(_ arrivals: [Arrival], time: Timestamp, escaped: Bool, terminator: UInt8) -> [UInt8] {
+    package func lines(_ arrivals: [Arrival], time: Timestamp, escaped: Bool, terminator: UInt8) -> [UInt8] {
         let now = Array(time.rfc3339.utf8)
         var output: [UInt8] = []
         for arrival in arrivals {

@@ -61,7 +61,7 @@ public struct EventRecord: Sendable {
     public let fields: [String: String]
 
     /// A record of these parts, as the log's reader makes it.
-    public init(seq: UInt64, time: String, event: String, line: String, fields: [String: String]) {
+    package init(seq: UInt64, time: String, event: String, line: String, fields: [String: String]) {
         self.seq = seq
         self.time = time
         self.event = event

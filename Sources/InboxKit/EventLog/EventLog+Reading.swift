@@ -210,7 +210,7 @@ func readLines(
 
 extension EventRecord {
     /// The record's top-level keys in the order its line holds them (`fields` has no order).
-    public var keysInOrder: [String] {
+    package var keysInOrder: [String] {
         let bytes = Array(line.utf8)
         var keys: [String] = []
         var depth = 0

@@ -11,11 +11,11 @@ import Synchronization
 /// record's seq does not count is set aside, the next going on after its highest valid seq.
 public final class EventLog: Sendable {
     /// The folder that holds the log and its lock.
-    public let directory: String
+    package let directory: String
     /// The size past which `events.jsonl` is rotated, checked after each append.
-    public let maxBytes: Int
+    package let maxBytes: Int
     /// How many rotated files are kept; older ones are deleted.
-    public let keepRotated: Int
+    package let keepRotated: Int
     /// The log's folder, open for the `*at` calls; closed in `deinit`.
     let folder: CInt
     private let writer = Mutex(Writer())
@@ -23,12 +23,12 @@ public final class EventLog: Sendable {
     static let logName = "events.jsonl"
     static let lockName = "events.lock"
     /// The default of `maxBytes`, 16 MiB: the preferences' `logMaxBytes` (the man page states it).
-    public static let defaultMaxBytes = Int(Preferences().logMaxBytes)
+    package static let defaultMaxBytes = Int(Preferences().logMaxBytes)
     /// The default of `keepRotated`: the preferences' `logKeepRotated`.
-    public static let defaultKeepRotated = Int(Preferences().logKeepRotated)
+    package static let defaultKeepRotated = Int(Preferences().logKeepRotated)
 
     /// Opens the log in `directory`, which must exist; the files are created on the first append.
-    public init(
+    package init(
         directory: some CStringConvertible, maxBytes: Int = EventLog.defaultMaxBytes,
         keepRotated: Int = EventLog.defaultKeepRotated
     ) throws(ContainerError) {
@@ -56,7 +56,7 @@ public final class EventLog: Sendable {
 
     /// The log of a container, for reading only: a reader never rotates it, so preferences that are not valid do
     /// not keep `inbox log` and `inbox status` from reading it.
-    public convenience init(reading container: Container) throws(ContainerError) {
+    package convenience init(reading container: Container) throws(ContainerError) {
         try self.init(directory: container.stateDirectoryBytes)
     }
 

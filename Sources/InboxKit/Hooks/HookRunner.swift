@@ -8,22 +8,22 @@ public enum Disposition: String, Sendable {
 }
 
 /// How one run of an external handler ended.
-public struct HookOutcome: Sendable, Equatable {
+package struct HookOutcome: Sendable, Equatable {
     /// The exit status; nil when a signal ended it or it timed out.
-    public let exitStatus: Int32?
+    package let exitStatus: Int32?
     /// The signal that ended it, if any.
-    public let signal: Int32?
+    package let signal: Int32?
     /// Whether it ran past its timeout and was killed.
-    public let timedOut: Bool
+    package let timedOut: Bool
     /// The first word it printed on stdout, lowercased, if that is `keep`, `move` or `delete`.
-    public let disposition: Disposition?
+    package let disposition: Disposition?
     /// The last 2 KiB or so of its stderr, as lossy UTF-8.
-    public let stderrTail: String
+    package let stderrTail: String
     /// Whether it ran in the Landlock sandbox, with no write access to the container.
-    public let landlocked: Bool
+    package let landlocked: Bool
 
     /// Whether it exited with status 0 in time; only then is its disposition followed.
-    public var succeeded: Bool { exitStatus == 0 && !timedOut }
+    package var succeeded: Bool { exitStatus == 0 && !timedOut }
 
     /// A command that could not start: status 127, as from a shell, and the reason on stderr.
     static func couldNotStart(_ reason: String) -> HookOutcome {
@@ -41,19 +41,19 @@ public struct HookOutcome: Sendable, Equatable {
 /// `INBOX_NAME` (its name) and `INBOX_CONTAINER`. Where the kernel has Landlock it runs with no write access to
 /// the container (see `Landlock`). A supervisor process starts it and, once it has exited or after `timeout`,
 /// kills every process it started, however detached (ARCHITECTURE.md, "The hook sandbox").
-public struct HookRunner: Sendable {
+package struct HookRunner: Sendable {
     /// The command, run as `/bin/sh -c command`.
-    public let command: String
+    package let command: String
     /// How long the command may run before it and everything it started are killed.
-    public let timeout: Duration
+    package let timeout: Duration
     /// The container's root, exact to the byte, which Landlock keeps the command from writing to.
-    public let containerRoot: [UInt8]
+    package let containerRoot: [UInt8]
     /// Called with the item's name and each line the command writes on stderr (without its newline) as it
     /// comes, from the thread that runs it; nil: its stderr goes only into `HookOutcome.stderrTail`.
-    public let stderrLine: (@Sendable (_ name: FileName, _ line: String) -> Void)?
+    package let stderrLine: (@Sendable (_ name: FileName, _ line: String) -> Void)?
 
     /// A runner of `command` for the items of the container at `containerRoot`.
-    public init(
+    package init(
         command: String, timeout: Duration, containerRoot: some CStringConvertible,
         stderrLine: (@Sendable (_ name: FileName, _ line: String) -> Void)? = nil
     ) {
@@ -64,13 +64,13 @@ public struct HookRunner: Sendable {
     }
 
     /// Whether hooks run in the Landlock sandbox on this kernel.
-    public static var isLandlockAvailable: Bool { Landlock.isAvailable }
+    package static var isLandlockAvailable: Bool { Landlock.isAvailable }
 
     /// Runs the command for one Inbox item; blocking; safe to call from several threads at once.
     /// - Parameters:
     ///   - itemPath: the item's absolute path, exact to the byte.
     ///   - file: the item, opened read-only by the caller; the hook reads it from its current offset.
-    public func run(itemPath: [UInt8], name: FileName, file: CInt) -> HookOutcome {
+    package func run(itemPath: [UInt8], name: FileName, file: CInt) -> HookOutcome {
         do {
             return try runChecked(itemPath: itemPath, name: name, file: file)
         } catch {

@@ -40,11 +40,11 @@ extension Inbox {
 
     /// What a batch did: the items placed in the Inbox, each with its `delivered` record, in order, and the
     /// error that stopped the batch, if one did.
-    public struct DeliveryOutcome: Sendable {
+    package struct DeliveryOutcome: Sendable {
         /// The items placed in the Inbox, in the order of their sources.
-        public let delivered: [InboxItem]
+        package let delivered: [InboxItem]
         /// What stopped the batch; nil when every source was delivered.
-        public let error: ContainerError?
+        package let error: ContainerError?
     }
 
     /// How many files are placed under one hold of the event log's lock, with one folder fsync.
@@ -56,7 +56,7 @@ extension Inbox {
     /// cannot come before), they are renamed into the Inbox, the folder is fsynced and `delivered` logged. A file
     /// whose record cannot be written goes back out of the Inbox: none is there without its record, but one that
     /// cannot be taken back out, which is then reported delivered.
-    public func deliverReporting(_ sources: [DeliverySource]) -> DeliveryOutcome {
+    package func deliverReporting(_ sources: [DeliverySource]) -> DeliveryOutcome {
         var delivered: [InboxItem] = []
         do throws(ContainerError) {
             try container.checkWritable(components: container.components(of: .inbox), by: .delivery)
@@ -171,7 +171,7 @@ extension Inbox {
 
     /// A suggested name made safe (ARCHITECTURE.md, "Delivery"): no `/` or NUL (each becomes `_`), no leading `.`, not
     /// empty, at most 255 bytes with its extension kept.
-    public static func sanitizedName(_ suggested: [UInt8]) -> FileName {
+    package static func sanitizedName(_ suggested: [UInt8]) -> FileName {
         var bytes = suggested.map { $0 == 0x2F || $0 == 0 ? UInt8(ascii: "_") : $0 }
         while bytes.first == 0x2E { bytes.removeFirst() }
         if bytes.isEmpty { bytes = Array("attachment".utf8) }
@@ -186,13 +186,13 @@ extension Inbox {
 
 extension Inbox {
     /// How long a staging file may sit before it counts as left by a crashed delivery (ARCHITECTURE.md, "Delivery").
-    public static let stagingMaxAge: Int64 = 36 * 3600
+    package static let stagingMaxAge: Int64 = 36 * 3600
 
     /// Removes staging files older than `maxAge` seconds, left by deliveries and imports that crashed; returns
     /// their names. An import's staging file that the import index names is left for the next import of its
     /// message, which settles it (see `placeOnce`).
     @discardableResult
-    public func sweepAbandonedStaging(olderThan maxAge: Int64 = Inbox.stagingMaxAge, now: Timestamp = .now())
+    package func sweepAbandonedStaging(olderThan maxAge: Int64 = Inbox.stagingMaxAge, now: Timestamp = .now())
         throws(ContainerError) -> [FileName]
     {
         let folder = try container.openFolder(.inbox)

@@ -9,7 +9,7 @@ extension Inbox {
     /// of ours wrote is set aside (`<name>.intent.refused`), untouched and never acted on. Each is logged `error`.
     /// `report` is given each failure the log took, for a line on stderr; the failures the log could not take (the
     /// log failing too) are returned, for the caller to report another way.
-    public func recoverInterruptedMoves(report: (ContainerError) -> Void = { _ in }) -> [ContainerError] {
+    package func recoverInterruptedMoves(report: (ContainerError) -> Void = { _ in }) -> [ContainerError] {
         let journal = MoveJournal(container: container)
         var unlogged: [ContainerError] = []
         journal.forEachAbandoned { finding in

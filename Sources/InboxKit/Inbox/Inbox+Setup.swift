@@ -7,7 +7,7 @@ extension Inbox {
     /// Runs one-time setup (`Setup.run`) unless it is done, and logs `setup` durably with `templates` (files
     /// copied), `kept` (names already there) and `preferences` (written). Returns nil when it was done before.
     @discardableResult
-    public func runSetup(shouldContinue: () -> Bool = { true }) throws(ContainerError) -> Setup.Report? {
+    package func runSetup(shouldContinue: () -> Bool = { true }) throws(ContainerError) -> Setup.Report? {
         guard let report = try Setup.run(container, shouldContinue: shouldContinue) else { return nil }
         try log.append(
             Event(

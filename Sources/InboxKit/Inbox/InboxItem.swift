@@ -10,7 +10,7 @@ public struct InboxItem: Sendable {
     /// The exact name, bytes and all.
     public let name: FileName
     /// Its status when it was listed or looked up, taken without following a symbolic link; not updated.
-    public let status: FileStatus
+    package let status: FileStatus
 
     /// The size in bytes, as listed.
     public var size: Int64 { status.size }
@@ -92,7 +92,7 @@ public final class ReadOnlyFile {
     }
 
     /// The open file's status now; fails with the exit status of its errno.
-    public var status: FileStatus {
+    package var status: FileStatus {
         get throws(ContainerError) {
             do { return try descriptor.fileStatus() } catch { throw error.failure("read", "an Inbox item") }
         }

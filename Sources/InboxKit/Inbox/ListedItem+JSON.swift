@@ -3,7 +3,7 @@ import AppContainer
 extension ListedItem {
     /// `{"name":…,"path":…,"kind":…,"size":…,"modified":…}` as `ls --json` prints it (ARCHITECTURE.md, "The
     /// command line").
-    public var json: String {
+    package var json: String {
         var buffer: [UInt8] = [UInt8(ascii: "{")]
         EventEncoding.appendPathMember("name", name.bytes, to: &buffer)
         buffer.append(UInt8(ascii: ","))
@@ -21,7 +21,7 @@ extension ListedItem {
 
 extension FileKind {
     /// What `ls --json` calls it: `file`, `folder`, `link` (never followed) or `other` (a FIFO, socket or device).
-    public var listedName: String {
+    package var listedName: String {
         switch self {
         case .regular: "file"
         case .directory: "folder"
@@ -33,7 +33,7 @@ extension FileKind {
 
 extension InboxItem {
     /// `{"name":…,"path":…,"size":…}` as `deliver --json` prints each delivered item.
-    public var json: String {
+    package var json: String {
         var buffer: [UInt8] = [UInt8(ascii: "{")]
         EventEncoding.appendPathMember("name", name.bytes, to: &buffer)
         buffer.append(UInt8(ascii: ","))
@@ -47,7 +47,7 @@ extension InboxItem {
 
 extension Document {
     /// `{"name":…,"path":…}` as `move --json` prints the moved item.
-    public var json: String {
+    package var json: String {
         var buffer: [UInt8] = [UInt8(ascii: "{")]
         EventEncoding.appendPathMember("name", name.bytes, to: &buffer)
         buffer.append(UInt8(ascii: ","))

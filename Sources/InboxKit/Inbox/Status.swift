@@ -3,38 +3,38 @@ import FoundationEssentials
 
 /// What `inbox status` reports: the watcher, each place's contents, overflows, the last scan, and the
 /// inotify limits in force (read from /proc: libinotifytools' getter for the queue size is broken).
-public struct ContainerStatus: Sendable {
+package struct ContainerStatus: Sendable {
     /// The regular files of one place and their bytes. Documents leaves out the Inbox and Library leaves out Caches;
     /// Library still holds Application Support and Preferences, so the places' totals overlap.
-    public struct PlaceUsage: Sendable {
+    package struct PlaceUsage: Sendable {
         /// The place counted.
-        public let place: Place
+        package let place: Place
         /// How many regular files it holds, at any depth.
-        public let files: Int
+        package let files: Int
         /// Their bytes.
-        public let bytes: Int64
+        package let bytes: Int64
         /// How many entries or folders below it could not be read (or lay too deep), and are not counted.
-        public let unreadable: Int
+        package let unreadable: Int
     }
 
     /// The container's root, exact to the byte.
-    public let rootBytes: [UInt8]
+    package let rootBytes: [UInt8]
     /// The container's root as text (U+FFFD for a byte that is not UTF-8).
-    public var root: String { String(decoding: rootBytes, as: UTF8.self) }
+    package var root: String { String(decoding: rootBytes, as: UTF8.self) }
     /// The process id of the watcher holding the container, or nil when none runs.
-    public let watcherPID: Int32?
+    package let watcherPID: Int32?
     /// Every place, in the order of `Place.allCases`.
-    public let places: [PlaceUsage]
+    package let places: [PlaceUsage]
     /// How many `overflow` records the log holds: times the watcher lost inotify events and scanned instead.
-    public let overflows: Int
+    package let overflows: Int
     /// The time of the last `rescan` record, as the log wrote it; nil when there is none.
-    public let lastScan: String?
+    package let lastScan: String?
     /// `max_queued_events`, `max_user_watches` and `max_user_instances` from `/proc/sys/fs/inotify/`; nil where
     /// unreadable.
-    public let inotifyLimits: [(name: String, value: Int?)]
+    package let inotifyLimits: [(name: String, value: Int?)]
 
     /// Reads the status of `container` now: its log, its watcher lock and a walk of every place.
-    public static func read(_ container: Container) throws(ContainerError) -> ContainerStatus {
+    package static func read(_ container: Container) throws(ContainerError) -> ContainerStatus {
         let log = try EventLog(reading: container)
         let records = try log.records(kinds: [.overflow, .rescan])
         let overflows = records.filter { $0.kind == .overflow }.count
@@ -79,7 +79,7 @@ public struct ContainerStatus: Sendable {
 
     /// `{"watcher":{"running":…,"pid":…},"places":{…},"overflows":…,"last_scan":…,"inotify":{…}}`, every key
     /// snake_case like the log's (`application_support`), slashes unescaped.
-    public var json: String {
+    package var json: String {
         var places: [String: JSONValue] = [:]
         for usage in self.places {
             var counts: [String: JSONValue] = ["files": .integer(Int64(usage.files)), "bytes": .integer(usage.bytes)]
@@ -107,7 +107,7 @@ public struct ContainerStatus: Sendable {
     }
 
     /// The report for a person.
-    public var text: String {
+    package var text: String {
         var lines = ["container  \(root)"]
         lines.append("watcher    " + (watcherPID.map { "running (pid \($0))" } ?? "not running"))
         for usage in places {

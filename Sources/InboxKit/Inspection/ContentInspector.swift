@@ -3,17 +3,17 @@ import CMagic
 import Glibc
 
 /// What a file holds: its SHA-256 and its content type.
-public struct Inspection: Sendable, Equatable {
+package struct Inspection: Sendable, Equatable {
     /// The SHA-256 of the whole file: 64 lowercase hex digits.
-    public let sha256: String
+    package let sha256: String
     /// A short, stable name: `pdf`, `png`, `jpeg`, `gif`, `zip`, `office`, `calendar`, `vcard`, `eml`, `csv`,
     /// `text`, `empty` or `other`.
-    public let type: String
+    package let type: String
     /// The MIME type, such as `application/pdf`: from `ContentSniffer`'s rules, else libmagic's.
-    public let mime: String
+    package let mime: String
 
     /// An inspection of these parts.
-    public init(sha256: String, type: String, mime: String) {
+    package init(sha256: String, type: String, mime: String) {
         self.sha256 = sha256
         self.type = type
         self.mime = mime
@@ -26,9 +26,9 @@ public struct Inspection: Sendable, Equatable {
 /// time a file's first bytes do not name the type, not before (ARCHITECTURE.md, "Start-up and memory").
 ///
 /// Not thread-safe: every call shares those. Make one inspector per thread and keep it.
-public final class ContentInspector {
+package final class ContentInspector {
     /// Bytes asked of each `pread`. The type is named from the first chunk only.
-    public static let chunkSize = 256 * 1024
+    package static let chunkSize = 256 * 1024
 
     /// libmagic's functions, typed by their prototypes (`shim.h`), resolved when a file's first bytes do not name
     /// its type: a watcher whose files the sniffer names never keeps libmagic mapped.
@@ -64,7 +64,7 @@ public final class ContentInspector {
 
     /// Makes a SHA-256 context, and checks that libmagic's database can be read; it is loaded when first needed.
     /// - Parameter database: a libmagic database file; nil for libmagic's default (`$MAGIC`, else the system's).
-    public init(database: String? = nil) throws(ContainerError) {
+    package init(database: String? = nil) throws(ContainerError) {
         try Self.checkReadable(database)
         self.database = database
         digest = try SHA256Digest()
@@ -120,7 +120,7 @@ public final class ContentInspector {
     /// the first chunk. The descriptor's own offset is neither used nor moved.
     /// - Parameter size: the size `fstat` gave, if known: a short read that ends there is taken as the end
     ///   of the file, without a last read of 0 bytes. A file that has grown is still read to its end.
-    public func inspect(_ fd: CInt, size: Int64? = nil) throws(ContainerError) -> Inspection {
+    package func inspect(_ fd: CInt, size: Int64? = nil) throws(ContainerError) -> Inspection {
         try digest.begin()
         var count = try fill(fd, at: 0, size: size)
         let (type, mime) = try sniff(UnsafeRawBufferPointer(rebasing: buffer[..<count]))

@@ -2,23 +2,23 @@
 /// libmagic call (ARCHITECTURE.md, "The hot path"): binary signatures first, then UTF-8 text.
 ///
 /// A pure function: no state, safe from any thread.
-public enum ContentSniffer {
+package enum ContentSniffer {
     /// A short type name, as in `Inspection.type`, and its MIME type.
-    public struct Sniffed: Sendable, Equatable {
+    package struct Sniffed: Sendable, Equatable {
         /// The short name, as in `Inspection.type`.
-        public let type: String
+        package let type: String
         /// The MIME type.
-        public let mime: String
+        package let mime: String
 
         /// A result of these parts.
-        public init(type: String, mime: String) {
+        package init(type: String, mime: String) {
             self.type = type
             self.mime = mime
         }
     }
 
     /// The type of a file that begins with `head`, or nil when no rule decides and libmagic should.
-    public static func sniff(_ head: UnsafeRawBufferPointer) -> Sniffed? {
+    package static func sniff(_ head: UnsafeRawBufferPointer) -> Sniffed? {
         if head.isEmpty { return Sniffed(type: "empty", mime: "application/x-empty") }
         if head.starts(with: "%PDF-".utf8) { return Sniffed(type: "pdf", mime: "application/pdf") }
         if head.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) {

@@ -1,9 +1,9 @@
 /// "Did you mean …?" for a mistyped command or option (ARCHITECTURE.md, "The command line").
-public enum Suggestion {
+package enum Suggestion {
     /// The candidate nearest to `word` when it is a likely typo: at most 2 edits (a swap of two neighbours counts
     /// as one), and fewer than the candidate's length, so a short word does not match everything. Ties go to the
     /// first candidate.
-    public static func closest(to word: String, among candidates: some Sequence<String>) -> String? {
+    package static func closest(to word: String, among candidates: some Sequence<String>) -> String? {
         var best: (candidate: String, distance: Int)?
         for candidate in candidates {
             let distance = editDistance(Array(word.unicodeScalars), Array(candidate.unicodeScalars))

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import InboxCommands
 @testable import InboxKit
 
 /// The command line's text helpers (ARCHITECTURE.md, "The command line").

@@ -1,23 +1,23 @@
 /// One command as its `--help` describes it, for the generated completions and man page (ARCHITECTURE.md, "The
 /// command line").
-public struct CommandDescription: Sendable {
+package struct CommandDescription: Sendable {
     /// The subcommand's name, as typed after `inbox`.
-    public var name: String
+    package var name: String
     /// One sentence: what the command does.
-    public var abstract: String
+    package var abstract: String
     /// The usage line after `inbox`, e.g. `move FILE [--json|-0]`.
-    public var usage: String
+    package var usage: String
     /// Help rows, (option or argument, what it does).
-    public var options: [(String, String)]
+    package var options: [(String, String)]
     /// Options that take no value.
-    public var flags: [String]
+    package var flags: [String]
     /// Options that take a value, each with what completes its value.
-    public var valued: [(option: String, completion: ArgumentCompletion)]
+    package var valued: [(option: String, completion: ArgumentCompletion)]
     /// What completes its positional arguments: `.nothing` when it takes none.
-    public var positionals: ArgumentCompletion
+    package var positionals: ArgumentCompletion
 
     /// A command as its definition in the `inbox` executable gives it.
-    public init(
+    package init(
         name: String, abstract: String, usage: String, options: [(String, String)], flags: [String],
         valued: [(option: String, completion: ArgumentCompletion)], positionals: ArgumentCompletion
     ) {
@@ -50,7 +50,7 @@ public struct CommandDescription: Sendable {
 
 /// What completes an argument or an option's value in the generated completion scripts (ARCHITECTURE.md, "The
 /// command line").
-public enum ArgumentCompletion: Sendable, Equatable {
+package enum ArgumentCompletion: Sendable, Equatable {
     /// Files and folders.
     case files
     /// Folders.

@@ -1,9 +1,9 @@
 /// Help text fitted to a width in columns (ARCHITECTURE.md, "The command line"). Widths count Unicode scalars,
 /// which is exact for the ASCII the help is written in.
-public enum TextWrapping {
+package enum TextWrapping {
     /// `text` broken at spaces into lines of at most `width` columns, the first prefixed by `first` and the
     /// others by `rest`. A word longer than a line stays whole on a line of its own.
-    public static func wrap(_ text: String, width: Int, first: String = "", rest: String = "") -> [String] {
+    package static func wrap(_ text: String, width: Int, first: String = "", rest: String = "") -> [String] {
         // Concrete String and Substring appends only: a generic one looks its types up by name at its first call,
         // a cost `inbox --help` paid at each start (ARCHITECTURE.md, "Start-up and memory").
         var lines: [String] = []
@@ -31,7 +31,7 @@ public enum TextWrapping {
     }
 
     /// `lines` joined by newlines, with no newline after the last.
-    public static func joined(_ lines: [String]) -> String {
+    package static func joined(_ lines: [String]) -> String {
         var text = ""
         for (index, line) in lines.enumerated() {
             if index > 0 { text.append("\n") }
@@ -42,7 +42,7 @@ public enum TextWrapping {
 
     /// A two-column table, `  key  what it does`, the second column wrapped and aligned. When the keys are too
     /// wide to leave 24 columns (and the longest word) beside them, each text goes below its key, indented further.
-    public static func table(_ rows: [(String, String)], width: Int, indent: Int = 2) -> [String] {
+    package static func table(_ rows: [(String, String)], width: Int, indent: Int = 2) -> [String] {
         let keyWidth = rows.map { $0.0.unicodeScalars.count }.max() ?? 0
         let column = indent + keyWidth + 2
         let margin = String(repeating: " ", count: indent)

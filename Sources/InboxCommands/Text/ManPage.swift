@@ -1,7 +1,8 @@
 import AppContainer
+import InboxKit
 
 /// `inbox(1)` in roff, generated from the commands' definitions (ARCHITECTURE.md, "The command line").
-public enum ManPage {
+package enum ManPage {
     /// The exit statuses, as the README's table gives them.
     static let exitStatuses = [
         ("0", "done"), ("1", "other failure"), ("64", "usage error"),
@@ -12,7 +13,7 @@ public enum ManPage {
     ]
 
     /// The man page of `inbox` with `commands`, each with its usage, abstract and options, and `version` in its header.
-    public static func roff(commands: [CommandDescription], version: String) -> String {
+    package static func roff(commands: [CommandDescription], version: String) -> String {
         var lines = [
             #".TH INBOX 1 "" "inbox \#(version)" "User Commands""#,
             ".SH NAME",

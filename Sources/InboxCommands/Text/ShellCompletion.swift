@@ -2,12 +2,12 @@
 /// command line"): each positional argument and each option's value is completed as its `ArgumentCompletion` says.
 /// An Inbox name is looked for in the container `inbox` would use: the last `--container DIR` on the line, else
 /// `$INBOX_CONTAINER`, else `${XDG_DATA_HOME:-$HOME/.local/share}/inbox/default` (`Container.defaultPath`).
-public enum ShellCompletion {
+package enum ShellCompletion {
     /// The shells `script(for:commands:)` knows.
-    public static let shells = ["bash", "zsh", "fish"]
+    package static let shells = ["bash", "zsh", "fish"]
 
     /// The script for `shell`, or nil for a shell it does not know.
-    public static func script(for shell: String, commands: [CommandDescription]) -> String? {
+    package static func script(for shell: String, commands: [CommandDescription]) -> String? {
         switch shell {
         case "bash": bash(commands)
         case "zsh": zsh(commands)
@@ -295,7 +295,7 @@ public enum ShellCompletion {
     }
 
     /// Single-quoted for a shell.
-    public static func quoted(_ text: String) -> String {
+    package static func quoted(_ text: String) -> String {
         "'" + text.replacingEvery("'", with: #"'\''"#) + "'"
     }
 
