@@ -215,7 +215,11 @@ final class WatchSession {
                 // The cleanup policy starts once the start-up scan has handled the Inbox: it never deletes an
                 // item that has not arrived, nor one whose move was just decided.
                 if cleanup == nil, !queue.isStopped, let interval = options.cleanInterval {
-                    cleanup = BackgroundCleanup.shared.add(watcher, interval: interval, once: options.once)
+                    let round = CleanupRound(
+                        inbox: watcher.inbox, lockHeld: { [watcher] in watcher.holdsLock },
+                        report: { [watcher] in watcher.report($0) })
+                    cleanup = BackgroundCleanup.shared.add(
+                        round, stoppingWith: queue, interval: interval, once: options.once)
                 }
             }
         }
