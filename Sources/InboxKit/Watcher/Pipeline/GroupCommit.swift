@@ -32,7 +32,7 @@ final class GroupCommit {
     /// The arrivals of the batches applied, in order, each with the seq its records are durable from (nil while its
     /// folders are fsynced): handed on once the log is durable that far (`takeSettled`).
     private var unsettled: [(arrivals: [Arrival], through: UInt64?)] = []
-    /// Journal intents of copying moves, ended once the next batch's records are durable.
+    /// Journal intents of copying moves, ended once the records of their batch (the next committed) are durable.
     private var intentsToEnd: [MoveJournal.Record] = []
     private let journal: MoveJournal
     /// Whether settled arrivals are read (`onSettled`, the `arrivals` stream): the syncer then wakes this thread.
