@@ -7,7 +7,7 @@ import Testing
 @testable import InboxKit
 
 /// Where phase 1 is fsynced (a deletion, a handler), a batch's `deleted` or `moved` records are written at once but
-/// made durable by a later batch's fsync, or on their own once `ArrivalPipeline.syncDelay` has passed; what they
+/// made durable by a later batch's fsync, or on their own once `GroupCommit.syncDelay` has passed; what they
 /// settle is handed on only then. A move on arrival fsyncs nothing before its rename: its `arrived` and `moved`
 /// records are made durable together, after its folders' fsync (ARCHITECTURE.md, "Group commit across batches").
 @Suite struct MovedRecordSyncTests {

@@ -112,7 +112,7 @@ import Testing
         var options = WatchOptions()
         options.onArrival = .move
         options.cleanInterval = nil
-        let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
+        let pipeline = try ArrivalPipeline(inbox: scratch.inbox, options: options, handler: nil, wake: {})
         pipeline.prepareAhead = try SideThread(name: "test-prepare")
         return pipeline
     }

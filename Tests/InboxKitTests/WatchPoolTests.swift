@@ -102,7 +102,7 @@ import Testing
         options.onArrival = .move
         options.cleanInterval = nil
         options.maxBatch = 2
-        let pipeline = try ArrivalPipeline(watcher: Watcher(inbox: scratch.inbox, options: options))
+        let pipeline = try ArrivalPipeline(inbox: scratch.inbox, options: options, handler: nil, wake: {})
         // Stop after the first batch; asked again, go on.
         var answers = [true]
         var handled = 0

@@ -12,22 +12,28 @@ final class BackgroundCleanup: Sendable {
 
     /// One watcher's cleaning.
     final class Job: Sendable {
-        fileprivate let watcher: Watcher
+        fileprivate let round: CleanupRound
+        /// The watcher's queue: its cleaning stops with it.
+        private let queue: WatchQueue
         fileprivate let interval: Duration
         fileprivate let once: Bool
         fileprivate let stopped = Atomic<Bool>(false)
         fileprivate let finished = DispatchSemaphore(value: 0)
         private let schedule: BackgroundCleanup
 
-        fileprivate init(_ watcher: Watcher, _ interval: Duration, _ once: Bool, _ schedule: BackgroundCleanup) {
-            self.watcher = watcher
+        fileprivate init(
+            _ round: CleanupRound, _ queue: WatchQueue, _ interval: Duration, _ once: Bool,
+            _ schedule: BackgroundCleanup
+        ) {
+            self.round = round
+            self.queue = queue
             self.interval = interval
             self.once = once
             self.schedule = schedule
         }
 
         fileprivate var isStopped: Bool {
-            stopped.load(ordering: .relaxed) || watcher.queue.isStopped
+            stopped.load(ordering: .relaxed) || queue.isStopped
         }
 
         /// Waits until the job is over: its clean under way completed when `waiting` (with `once`, its one
@@ -52,9 +58,9 @@ final class BackgroundCleanup: Sendable {
     private let state = Mutex(State())
     private let wake = DispatchSemaphore(value: 0)
 
-    /// Starts cleaning for `watcher` at once; with `once`, a single time.
-    func add(_ watcher: Watcher, interval: Duration, once: Bool) -> Job {
-        let job = Job(watcher, interval, once, self)
+    /// Starts cleaning with `round` at once, until `queue` (the watcher's) is stopped; with `once`, a single time.
+    func add(_ round: CleanupRound, stoppingWith queue: WatchQueue, interval: Duration, once: Bool) -> Job {
+        let job = Job(round, queue, interval, once, self)
         let start = state.withLock { state -> Bool in
             state.jobs.append((job, .now))
             defer { state.threadRuns = true }
@@ -65,7 +71,7 @@ final class BackgroundCleanup: Sendable {
                 try startDetachedThread(name: "inbox-cleanup", stackSize: 1 << 20, background: true) { [self] in run() }
             } catch {
                 // No thread to be had (the process's limit): no background clean until a watcher starts again.
-                watcher.report("cannot start the cleanup thread (\(error)): no cleanup this run")
+                round.report("cannot start the cleanup thread (\(error)): no cleanup this run")
                 let jobs = state.withLock { state -> [Job] in
                     state.threadRuns = false
                     defer { state.jobs.removeAll() }
@@ -102,7 +108,7 @@ final class BackgroundCleanup: Sendable {
         while true {
             // The job due first is cleaned for when its time comes; the thread ends with the last job.
             // Whether it is due is decided under the lock, where `cleaning` is set: `drop` then leaves it alone.
-            // A wait holds no job: one dropped meanwhile lets go of its watcher (and its container's descriptors)
+            // A wait holds no job: one dropped meanwhile lets go of its round (and its container's descriptors)
             // at once, not when the wait ends.
             let next = state.withLock { state -> Next in
                 guard let next = state.jobs.min(by: { $0.due < $1.due }) else {
@@ -122,7 +128,7 @@ final class BackgroundCleanup: Sendable {
                 continue
             case .clean(let due): job = due
             }
-            if !job.isStopped { job.watcher.applyCleanupPolicy(shouldStop: { job.isStopped }) }
+            if !job.isStopped { job.round.apply(shouldStop: { job.isStopped }) }
             let over = state.withLock { state -> Bool in
                 state.cleaning = nil
                 guard let index = state.jobs.firstIndex(where: { $0.job === job }) else { return false }
@@ -142,42 +148,5 @@ final class BackgroundCleanup: Sendable {
         let (seconds, attoseconds) = interval.components
         let whole = Int(min(max(seconds, 0), 365 * 86_400)) * 1_000_000_000
         return max(whole + Int(max(attoseconds, 0) / 1_000_000_000), 1_000_000)
-    }
-}
-
-extension Watcher {
-    /// Applies the cleanup policy of the container's preferences; a watcher holds the lock, so the app runs.
-    /// When another clean is under way (`inbox clean`), this round is skipped. Staging files that deliveries
-    /// which crashed left in the Inbox (older than `Inbox.stagingMaxAge`) go too, each logged `deleted`. Nothing is
-    /// done, or said, once the lock is no longer held (ARCHITECTURE.md, "One watcher per container"), nor said of an
-    /// Inbox missing (being removed, or made again by the watcher).
-    func applyCleanupPolicy(shouldStop: @escaping () -> Bool) {
-        guard holdsLock else { return }
-        do throws(ContainerError) {
-            let swept = try inbox.sweepAbandonedStaging()
-            if !swept.isEmpty { report("removed \(swept.count) staging files that crashed deliveries left") }
-        } catch {
-            if holdsLock, error.cause != .noSuchFile {
-                report("cannot sweep abandoned staging files: \(error.message)")
-            }
-        }
-        guard holdsLock else { return }
-        do throws(ContainerError) {
-            let plan = CleanupPlan(
-                container: inbox.container, policy: try Preferences.load(inbox.container), appIsRunning: true)
-            let summary = try plan.execute(log: inbox.log, waitForLock: false, shouldStop: shouldStop, { _ in })
-            if summary.deleted > 0 {
-                report("cleanup deleted \(summary.deleted) entries (\(summary.bytesFreed) bytes)")
-            }
-            if let unread = summary.firstUnreadable, holdsLock {
-                report("cleanup kept \(summary.unreadable) entries it could not read: \(unread.message)")
-            }
-            if let failure = summary.firstFailure, holdsLock {
-                report("cleanup could not delete \(summary.failed) entries: \(failure.message)")
-            }
-        } catch {
-            guard holdsLock else { return }
-            report(error.code == .busy ? "cleanup skipped: \(error.message)" : "cleanup failed: \(error.message)")
-        }
     }
 }

@@ -3,13 +3,14 @@ import Dispatch
 import FoundationEssentials
 import Synchronization
 
-/// Runs the `--exec` command for each item of a batch, at most `jobs` at once.
+/// Runs the `--exec` command for each item of a batch, at most `jobs` at once: each by its name in the Inbox at
+/// `inboxPath` and its open descriptor (the command's stdin); the outcomes in the order of `items`.
 enum HookPool {
-    static func run(_ hooks: HookRunner, on batch: [ArrivalPipeline.Prepared], inboxPath: [UInt8], jobs: Int)
+    static func run(_ hooks: HookRunner, on items: [(name: FileName, file: CInt)], inboxPath: [UInt8], jobs: Int)
         -> [HookOutcome]
     {
-        let work = batch.map {
-            (path: inboxPath + [0x2F] + $0.name.bytes, name: $0.name, fd: $0.file.rawValue)
+        let work = items.map {
+            (path: inboxPath + [0x2F] + $0.name.bytes, name: $0.name, fd: $0.file)
         }
         let next = Mutex(0)
         let results = Mutex([HookOutcome?](repeating: nil, count: work.count))

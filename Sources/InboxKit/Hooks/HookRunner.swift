@@ -1,12 +1,6 @@
 import AppContainer
 import Glibc
 
-/// What an external handler asks to be done with its item: the first word it prints.
-public enum Disposition: String, Sendable {
-    /// Leave it in the Inbox; move it into Documents (under a clash name on a clash); delete it.
-    case keep, move, delete
-}
-
 /// How one run of an external handler ended.
 package struct HookOutcome: Sendable, Equatable {
     /// The exit status; nil when a signal ended it or it timed out.

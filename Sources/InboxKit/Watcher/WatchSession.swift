@@ -21,7 +21,7 @@ final class WatchSession {
     /// once its folders are watched; at the first turn after the hub has watched them for a pooled one.
     private var announced = false
     private var released = false
-    /// Whether the pipeline's `folderSyncer` is this session's own, stopped with it.
+    /// Whether the pipeline's `group.syncer` is this session's own, stopped with it.
     private var ownsSyncer = false
     /// The scan asked for last gave way: the next runs to its end if items are kept in the Inbox (a scan starts over
     /// from the folder's first entry, and those are still there: giving way every time would never get past them).
@@ -62,7 +62,8 @@ final class WatchSession {
         if let unlogged = inbox.repairInterruptedImportsLogging() { watcher.report(unlogged.message) }
         Watcher.ignoreLeaseBreakSignal()
         nextRescan = .now + options.rescanInterval
-        pipeline = try ArrivalPipeline(watcher: watcher)
+        pipeline = try ArrivalPipeline(
+            inbox: inbox, options: options, handler: watcher.handler, wake: { [queue = watcher.queue] in queue.poke() })
         // A move or deletion on arrival takes a thread that prepares the next batch meanwhile: on a thread of the
         // session's own only (a pool's threads serve other containers), and never for a handler, whose answers
         // come between the batches, nor for keep, which has no phase 2 to overlap.
@@ -76,13 +77,13 @@ final class WatchSession {
         // And one that fsyncs the folders of a batch's moves while the next batch goes on, wherever moves may come.
         if start == .blocking, pipeline.handlerName != nil || options.onArrival != .keep {
             do {
-                pipeline.folderSyncer = try FolderSyncer(name: "inbox-sync", linger: ArrivalPipeline.syncDelay)
+                pipeline.group.syncer = try FolderSyncer(name: "inbox-sync", linger: GroupCommit.syncDelay)
                 ownsSyncer = true
             } catch {
                 watcher.report("fsyncing the folders on the watcher's thread: no other thread (\(error))")
             }
         } else if start == .pooled {
-            pipeline.folderSyncer = syncer
+            pipeline.group.syncer = syncer
         }
         // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
         setup = BackgroundSetup.start(inbox, report: { [watcher] in watcher.report($0) })
@@ -162,7 +163,7 @@ final class WatchSession {
     /// When the session wants a turn though nothing is queued: the next retry or periodic scan (`once`: within a
     /// second, to see whether what it waits for is written).
     var nextWake: ContinuousClock.Instant {
-        let due = min(nextRescan, pipeline.nextRetry ?? nextRescan, pipeline.syncDue ?? nextRescan)
+        let due = min(nextRescan, pipeline.nextRetry ?? nextRescan, pipeline.group.syncDue ?? nextRescan)
         return watcher.options.once ? min(due, .now + .seconds(1)) : due
     }
 
@@ -187,9 +188,9 @@ final class WatchSession {
         let queue = watcher.queue
         let options = watcher.options
         // The folders of the last batch's moves are fsynced by now: its records are appended.
-        try pipeline.finishFolderSync(waiting: false)
+        try pipeline.group.finish(waiting: false)
         // Nothing came in time to share the fsync of the `moved` records: they are made durable on their own.
-        if let due = pipeline.syncDue, ContinuousClock.now >= due { try syncAndSettle() }
+        if let due = pipeline.group.syncDue, ContinuousClock.now >= due { try syncAndSettle() }
         var batch = queue.take(limit: options.maxBatch)
         batch.names += try pipeline.dueRetries()
         let reason = try handleQueued(batch) ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
@@ -214,7 +215,11 @@ final class WatchSession {
                 // The cleanup policy starts once the start-up scan has handled the Inbox: it never deletes an
                 // item that has not arrived, nor one whose move was just decided.
                 if cleanup == nil, !queue.isStopped, let interval = options.cleanInterval {
-                    cleanup = BackgroundCleanup.shared.add(watcher, interval: interval, once: options.once)
+                    let round = CleanupRound(
+                        inbox: watcher.inbox, lockHeld: { [watcher] in watcher.holdsLock },
+                        report: { [watcher] in watcher.report($0) })
+                    cleanup = BackgroundCleanup.shared.add(
+                        round, stoppingWith: queue, interval: interval, once: options.once)
                 }
             }
         }
@@ -266,7 +271,7 @@ final class WatchSession {
         events = nil
         pipeline.prepareAhead?.stop()
         pipeline.prepareAhead = nil
-        pipeline.letGoOfFolderSyncer(stopping: ownsSyncer)
+        pipeline.group.letGoOfSyncer(stopping: ownsSyncer)
         watcher.finishArrivals()
         cleanup?.finish(waiting: false)
         setup?.finish(waiting: false)
@@ -338,13 +343,13 @@ final class WatchSession {
 
     /// Makes the records written without an fsync durable, and settles what waited for it.
     private func syncAndSettle() throws(ContainerError) {
-        try pipeline.syncLog()
+        try pipeline.group.sync()
         settle()
     }
 
     /// Hands the arrivals whose records are durable to `onSettled` and the `arrivals` stream.
     private func settle() {
-        let arrivals = pipeline.takeSettled()
+        let arrivals = pipeline.group.takeSettled()
         guard !arrivals.isEmpty else { return }
         if let onSettled = watcher.options.onSettled, !onSettled(arrivals) { watcher.stop() }
         watcher.deliver(arrivals)

@@ -42,6 +42,13 @@ public struct WatchOptions: Sendable {
     public init() {}
 }
 
+extension WatchOptions {
+    /// Whether settled arrivals go anywhere: to `onSettled` or the `arrivals` stream.
+    var settlesArrivals: Bool {
+        streamsArrivals || onSettled != nil
+    }
+}
+
 /// A file that arrived in the Inbox: the read-only item and what its contents are.
 public struct Arrival: Sendable {
     /// The item as it arrived in the Inbox (read-only).
@@ -138,11 +145,6 @@ public final class Watcher: Sendable {
 
     func report(_ line: String) {
         options.report?(line)
-    }
-
-    /// Whether settled arrivals go anywhere: to `onSettled` or the `arrivals` stream.
-    var settlesArrivals: Bool {
-        options.streamsArrivals || options.onSettled != nil
     }
 
     /// Runs on the calling thread until `stop()` (or, with `once`, until the Inbox has been handled); `run() async`

@@ -137,7 +137,7 @@ extension ArrivalPipeline {
     /// empty Inbox, after each inotify overflow in every container of a fleet, costs no fsync).
     func saveCheckpoint() throws(ContainerError) {
         // The checkpoint stands for the log up to `lastSeq`: those records are durable first.
-        try syncLog()
+        try group.sync()
         var body = ""
         for id in arrived { body += id.text + "\n" }
         for (name, entry) in failed.entries {

@@ -7,9 +7,11 @@ import Glibc
 /// question: `syncsArrivals`), and `moved`/`deleted` after the folders are fsynced, so the log never claims what the
 /// disk does not hold and a crash in between is finished at the next start (see `ArrivalPipeline+Recovery.swift`).
 final class ArrivalPipeline {
-    let watcher: Watcher
-    var inbox: Inbox { watcher.inbox }
-    var container: Container { watcher.inbox.container }
+    let inbox: Inbox
+    var container: Container { inbox.container }
+    let options: WatchOptions
+    /// The library's handler, which decides every arrival; else `options.exec`, else `options.onArrival`.
+    let handler: (any ArrivalHandler)?
     var inboxFolder: SharedDescriptor {
         didSet { heldFolders[0] = nil }
     }
@@ -24,8 +26,13 @@ final class ArrivalPipeline {
     var arrived: Set<Identity> = []
     /// During a scan: the arrived identities it has seen in the Inbox, and those arriving meanwhile.
     var scanPresent: Set<Identity>?
+    /// What of the log is durable when: the group commit of the batches, and where their folders are fsynced.
+    let group: GroupCommit
     /// The seq of this pipeline's last record, for the checkpoint.
-    var lastSeq: UInt64 = 0
+    var lastSeq: UInt64 {
+        get { group.lastSeq }
+        set { group.lastSeq = newValue }
+    }
     /// The seq and body of the last checkpoint written (`saveCheckpoint`).
     var savedCheckpoint: (seq: UInt64, body: String)?
     /// Names of files some process still has open for writing (or an empty file just made): looked at again
@@ -41,30 +48,6 @@ final class ArrivalPipeline {
     var prepareAhead: SideThread<PreparedBatch>?
     /// The items of the batch `overlap` applied last, let go (their files closed) on the `prepareAhead` thread.
     var spentItems: [Prepared] = []
-    /// Where the folders of a batch's moves are fsynced and its records appended, beside this thread ("The folders
-    /// fsynced beside"); nil: on this thread.
-    var folderSyncer: FolderSyncer?
-    /// The batches handed to `folderSyncer` whose answers are not taken yet, in order: each with its copies' intents
-    /// to end once its records are durable, and whether arrivals wait for it in `unsettled`.
-    var handedToSyncer: [(intents: [MoveJournal.Record], settles: Bool)] = []
-    /// The syncer's answers for those batches.
-    let syncerAnswers = FolderSyncer.Answers()
-    /// How many batches may wait for the syncer before the next one's phase 2 waits for the first of them.
-    static let maxHandedToSyncer = 8
-    /// The arrivals of the batches applied, in order, each with the seq its records are durable from (nil while its
-    /// folders are fsynced): handed on once the log is durable that far (`takeSettled`).
-    var unsettled: [(arrivals: [Arrival], through: UInt64?)] = []
-    /// The seq of the last record made durable, and of the last written without an fsync (`syncDue`).
-    var durableThrough: UInt64 = 0
-    var unsyncedThrough: UInt64 = 0
-    /// Journal intents of copying moves, ended once their `moved` records are durable.
-    var intentsToEnd: [MoveJournal.Record] = []
-    /// When the `moved` records written without an fsync must be made durable, if a later batch's phase 1 has
-    /// not by then (ARCHITECTURE.md, "The hot path"); nil when every record is durable.
-    var syncDue: ContinuousClock.Instant?
-    /// How long a `moved` record may wait for a later batch's fsync, and a batch handed to the `folderSyncer` for
-    /// others to share its fsyncs: the group commit's window.
-    static let syncDelay = Duration.milliseconds(5)
     /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
     let loggedInbox: [UInt8]
     let loggedDocuments: [UInt8]
@@ -94,25 +77,40 @@ final class ArrivalPipeline {
         var decided: Decided { Decided(name: name, status: status, disposition: disposition, file: file) }
     }
 
-    init(watcher: Watcher) throws(ContainerError) {
-        self.watcher = watcher
-        inboxFolder = SharedDescriptor(try watcher.inbox.container.openFolder(.inbox))
+    /// The pipeline of a watcher of `inbox`; `wake` wakes its thread for an answer from beside it (a poke of its
+    /// queue).
+    init(inbox: Inbox, options: WatchOptions, handler: (any ArrivalHandler)?, wake: @escaping @Sendable () -> Void)
+        throws(ContainerError)
+    {
+        self.inbox = inbox
+        self.options = options
+        self.handler = handler
+        let container = inbox.container
+        inboxFolder = SharedDescriptor(try container.openFolder(.inbox))
         // Arrivals are moved into Documents: checked once against its rules, not per file.
-        try watcher.inbox.container.checkWritable(components: watcher.inbox.container.components(of: .documents))
-        documents = SharedDescriptor(try watcher.inbox.container.openFolder(.documents))
+        try container.checkWritable(components: container.components(of: .documents))
+        documents = SharedDescriptor(try container.openFolder(.documents))
         // As `Inbox.loggedPath`, without the name.
-        let appName = watcher.inbox.container.appName
+        let appName = container.appName
         loggedInbox = Array(Place.inbox.relativePath(appName: appName).utf8) + [0x2F]
         loggedDocuments = Array(Place.documents.relativePath(appName: appName).utf8) + [0x2F]
+        let report = options.report
         var stderrLine: (@Sendable (FileName, String) -> Void)?
-        if watcher.options.reportsHookStderr {
-            stderrLine = { [watcher] name, line in watcher.report("hook for \(name.string): \(line)") }
+        if options.reportsHookStderr {
+            stderrLine = { name, line in report?("hook for \(name.string): \(line)") }
         }
-        hooks = watcher.options.exec.map {
+        group = GroupCommit(
+            log: inbox.log, journal: MoveJournal(container: container), settlesArrivals: options.settlesArrivals,
+            wake: wake, report: { report?($0) })
+        hooks = options.exec.map {
             HookRunner(
-                command: $0, timeout: watcher.options.hookTimeout, containerRoot: watcher.inbox.container.rootBytes,
-                stderrLine: stderrLine)
+                command: $0, timeout: options.hookTimeout, containerRoot: container.rootBytes, stderrLine: stderrLine)
         }
+    }
+
+    /// Says `line` where the watcher says what it is doing.
+    func report(_ line: String) {
+        options.report?(line)
     }
 
     /// Reads the whole Inbox (reopened: the folder may have been replaced) and handles it `maxBatch` names at
@@ -151,7 +149,7 @@ final class ArrivalPipeline {
                     }
                 }
                 chunk.append(name)
-                guard chunk.count >= watcher.options.maxBatch else { return true }
+                guard chunk.count >= options.maxBatch else { return true }
                 do throws(ContainerError) { try handle(chunk) } catch {
                     failure = error
                     return false
@@ -224,7 +222,7 @@ final class ArrivalPipeline {
     /// them (a handler, `onSettled` or the `arrivals` stream), else none.
     func apply(_ prepared: PreparedBatch, syncLater: Bool) throws(ContainerError) -> [Arrival] {
         let batch = prepared.items
-        let read = handlerName != nil || watcher.settlesArrivals
+        let read = handlerName != nil || options.settlesArrivals
         var arrivals: [Arrival] = []
         if read {
             arrivals = batch.map { prepared in
@@ -235,7 +233,7 @@ final class ArrivalPipeline {
         }
         if let logged = prepared.logged {
             // Phase 1 was the preparing thread's (`logArrivals`).
-            noteAppended(through: try logged.get(), durable: syncsArrivals)
+            group.noteAppended(through: try logged.get(), durable: syncsArrivals)
         } else {
             var records = EncodedEvents(reservingCapacity: prepared.items.count)
             for (name, failure) in prepared.failures {
@@ -273,22 +271,12 @@ final class ArrivalPipeline {
     /// file without its `arrived` record, and before a handler is asked ("Each answer once"). A move into Documents
     /// loses nothing: its `arrived` records are made durable by the fsync of its `moved` records, beside the thread
     /// that renames (ARCHITECTURE.md, "Group commit across batches").
-    var syncsArrivals: Bool { handlerName != nil || watcher.options.onArrival != .move }
-
-    /// The arrivals whose records are durable, in the order they were applied; they are handed on once.
-    func takeSettled() -> [Arrival] {
-        var settled: [Arrival] = []
-        while let first = unsettled.first, let through = first.through, through <= durableThrough {
-            settled += first.arrivals
-            unsettled.removeFirst()
-        }
-        return settled
-    }
+    var syncsArrivals: Bool { handlerName != nil || options.onArrival != .move }
 
     /// `arrived` records, each with the disposition on arrival (no handler is asked).
     func appendArrivals(_ batch: [Prepared], to records: inout EncodedEvents) {
         for prepared in batch {
-            prepared.disposition = watcher.options.onArrival
+            prepared.disposition = options.onArrival
             appendArrived(prepared, to: &records)
         }
     }
@@ -341,43 +329,20 @@ final class ArrivalPipeline {
 
     /// Appends records and remembers the last seq for the checkpoint.
     func commit(_ records: [Event], durable: Bool) throws(ContainerError) {
-        try commit(EncodedEvents(records), durable: durable)
+        try group.append(EncodedEvents(records), durable: durable)
     }
 
     func commit(_ records: EncodedEvents, durable: Bool) throws(ContainerError) {
-        guard !records.isEmpty else { return }
-        // The records of a batch whose folders are fsynced by now go first, to share this append's fsync.
-        try finishFolderSync(waiting: false)
-        noteAppended(
-            through: try inbox.log.append(records, durable: durable) + UInt64(records.count) - 1, durable: durable)
+        try group.append(records, durable: durable)
     }
 
-    /// Records up to `seq` are appended; with `durable`, fsynced too.
-    func noteAppended(through seq: UInt64, durable: Bool) {
-        if durable {
-            loggedDurably(through: seq)
-        } else {
-            lastSeq = max(lastSeq, seq)
-            unsyncedThrough = max(unsyncedThrough, seq)
-        }
-    }
-
-    /// Makes durable the records written without an fsync, if any, and those waiting for their folders' fsync.
-    func syncLog() throws(ContainerError) {
-        try finishFolderSync(waiting: true)
-        guard syncDue != nil else { return }
-        try inbox.log.sync()
-        logSynced()
-    }
-
-    func logSynced() {
-        loggedDurably(through: lastSeq)
-    }
-
-    /// Every record up to `seq` is durable: an fsync of the log after it was written.
-    func loggedDurably(through seq: UInt64) {
-        lastSeq = max(lastSeq, seq)
-        durableThrough = max(durableThrough, seq)
-        if unsyncedThrough <= durableThrough { syncDue = nil }
+    /// Ends phase 2 of a batch: its folders fsynced and `applied` appended, here or beside this thread
+    /// (`GroupCommit.commitApplied`).
+    func commitApplied(_ applied: EncodedEvents, syncLater: Bool = false, settling arrivals: [Arrival] = [])
+        throws(ContainerError)
+    {
+        try group.commitApplied(
+            applied, documents: documents, inbox: inboxFolder, shown: container.path(.documents),
+            syncLater: syncLater, settling: arrivals)
     }
 }

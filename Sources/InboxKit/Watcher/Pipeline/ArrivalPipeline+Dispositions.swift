@@ -63,7 +63,7 @@ extension ArrivalPipeline {
                 return .deleted
             case .move:
                 guard let moved = try mover.move(decided.name, expected: decided.status) else { return .stayed }
-                if let intent = moved.copyIntent { intentsToEnd.append(intent) }
+                if let intent = moved.copyIntent { group.endWhenDurable(intent) }
                 records.appendMoved(
                     from: decided.name, to: moved.name, reason: reason, identity: decided.identity,
                     inbox: loggedInbox, documents: loggedDocuments)
@@ -114,7 +114,7 @@ extension ArrivalPipeline {
         records.field("errno", Int64(failure.cause?.rawValue ?? 0))
         records.field("message", failure.message)
         records.end()
-        watcher.report(failure.message)
+        report(failure.message)
         firstFailure = firstFailure ?? failure
     }
 

@@ -7,7 +7,7 @@ import AppContainer
 extension ArrivalPipeline {
     /// The handler that decides on arrivals, as the log names it: `library`, `exec`, or nil for the default.
     var handlerName: String? {
-        watcher.handler != nil ? "library" : hooks != nil ? "exec" : nil
+        handler != nil ? "library" : hooks != nil ? "exec" : nil
     }
 
     /// Logs the batch's arrivals durably, asks the handler about each, and logs its answers durably, a slice
@@ -19,7 +19,7 @@ extension ArrivalPipeline {
     {
         // An `--exec` command runs in processes, `jobs` at once: two rounds of them a slice. A library handler
         // runs in this process, a crash its own, so the batch is one slice.
-        let size = hooks == nil ? batch.count : 2 * max(1, watcher.options.jobs)
+        let size = hooks == nil ? batch.count : 2 * max(1, options.jobs)
         var start = 0
         while start < batch.count {
             let end = min(batch.count, start + size)
@@ -58,7 +58,7 @@ extension ArrivalPipeline {
     /// Sets each arrival's disposition from its handler; returns the `handled` record of each, but for its
     /// identity and disposition.
     private func answer(_ batch: [Prepared], arrivals: [Arrival]) -> [Event] {
-        if let handler = watcher.handler {
+        if let handler = handler {
             return zip(batch, arrivals).map { prepared, arrival in
                 prepared.disposition = handler.handle(arrival)
                 return Event(
@@ -66,9 +66,10 @@ extension ArrivalPipeline {
             }
         }
         guard let hooks else { return [] }
-        let fallback = watcher.options.onArrival
+        let fallback = options.onArrival
         let outcomes = HookPool.run(
-            hooks, on: batch, inboxPath: container.pathBytes(.inbox), jobs: watcher.options.jobs)
+            hooks, on: batch.map { ($0.name, $0.file.rawValue) }, inboxPath: container.pathBytes(.inbox),
+            jobs: options.jobs)
         return zip(batch, outcomes).map { prepared, outcome in
             // A failing or hanging handler leaves the item where it is.
             prepared.disposition = outcome.succeeded ? outcome.disposition ?? fallback : .keep

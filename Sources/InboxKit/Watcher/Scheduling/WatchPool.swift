@@ -73,7 +73,7 @@ final class WatchPool: Sendable {
         self.maxThreads = max(baseThreads, maxThreads)
         do throws(Errno) {
             folderSyncer = try FolderSyncer(
-                name: "inbox-sync", threads: Self.syncThreads, linger: ArrivalPipeline.syncDelay)
+                name: "inbox-sync", threads: Self.syncThreads, linger: GroupCommit.syncDelay)
         } catch {
             folderSyncer = nil
             report?("fsyncing each container's folders in its own turns: no thread to fsync them beside (\(error))")
