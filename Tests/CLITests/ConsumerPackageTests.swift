@@ -41,7 +41,20 @@ import Testing
             try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: repository)
         }
         try write(manifest, to: package + "/Package.swift")
+        // SwiftPM builds a path dependency again as it changed, but not where its files were added, moved or
+        // removed ("missing inputs"): then the package is built afresh.
+        let sources = try sourceFiles().joined(separator: "\n") + "\n"
+        if (try? String(contentsOfFile: folder + "/sources", encoding: .utf8)) != sources {
+            try? FileManager.default.removeItem(atPath: package + "/.build")
+            try sources.write(toFile: folder + "/sources", atomically: true, encoding: .utf8)
+        }
         return package
+    }
+
+    /// The repository's source files, by path.
+    static func sourceFiles() throws -> [String] {
+        let sources = repository + "/Sources"
+        return try FileManager.default.subpathsOfDirectory(atPath: sources).sorted()
     }
 
     /// Writes `text` unless the file holds it already (SwiftPM rebuilds what changed).
@@ -56,7 +69,7 @@ import Testing
         try write("import Foundation\nimport InboxKit\n\n" + given, to: package + "/Sources/MyApp/Given.swift")
         let built = try InboxProcess.run(
             ["swift", "build", "--package-path", package].map { Array($0.utf8) }, executable: "/usr/bin/env")
-        #expect(built.status == 0, "swift build:\n\(built.stdoutText)\n\(built.stderr)")
+        try #require(built.status == 0, "swift build:\n\(built.stdoutText)\n\(built.stderr)")
         return package + "/.build/debug/MyApp"
     }
 
