@@ -60,14 +60,8 @@ import Testing
             let identity = Identity(try status(scratch.inboxPath("item.bin")))
             let record = try journal.begin(
                 MoveJournal.Intent(name: item, identity: identity, seq: scratch.inbox.log.lastSeq()))
-            try system_renameat2(
-                currentDirectory, scratch.inboxPath("item.bin"), currentDirectory, scratch.documentsPath("item.bin"),
-                .noReplace)
-            if point == .renamedAndRenamedAgain {
-                try system_renameat2(
-                    currentDirectory, scratch.documentsPath("item.bin"), currentDirectory,
-                    scratch.documentsPath("renamed by the user.bin"), .noReplace)
-            }
+            try scratch.renameIntoDocuments(
+                "item.bin", renamedTo: point == .renamedAndRenamedAgain ? "renamed by the user.bin" : nil)
             withExtendedLifetime(record) {}  // the mover dies: its record goes, and with it the lock
         case .claimed, .copyLinked:
             try makeFile(world.link, world.bytes, mode: 0o644)

@@ -32,6 +32,16 @@ struct Scratch {
 
     func documentsPath(_ name: String) -> String { container.path(.documents) + "/" + name }
 
+    /// Renames the Inbox's `name` into Documents as a mover would (a crash set-up), then, with `renamedTo`, renames
+    /// it there again as the user might.
+    func renameIntoDocuments(_ name: String, renamedTo: String? = nil) throws {
+        try system_renameat2(currentDirectory, inboxPath(name), currentDirectory, documentsPath(name), .noReplace)
+        if let renamedTo {
+            try system_renameat2(
+                currentDirectory, documentsPath(name), currentDirectory, documentsPath(renamedTo), .noReplace)
+        }
+    }
+
     /// Every name in the Inbox folder, staging names included.
     func inboxEntries() throws -> [String] {
         try FileDescriptor(container.path(.inbox), [.directory]).entries().map(\.string).sorted()

@@ -47,14 +47,8 @@ import Testing
                     "type": .string("data"), "id": .string(Identity(item).text), "disposition": .string("move"),
                 ]), durable: true)
         if point != .arrived {
-            try system_renameat2(
-                currentDirectory, scratch.inboxPath("item.bin"), currentDirectory, scratch.documentsPath("item.bin"),
-                .noReplace)
-        }
-        if point == .renamedAndRenamedAgain {
-            try system_renameat2(
-                currentDirectory, scratch.documentsPath("item.bin"), currentDirectory,
-                scratch.documentsPath("renamed by the user.bin"), .noReplace)
+            try scratch.renameIntoDocuments(
+                "item.bin", renamedTo: point == .renamedAndRenamedAgain ? "renamed by the user.bin" : nil)
         }
         return world
     }
