@@ -6,7 +6,7 @@ STRICT = -Xswiftc -warnings-as-errors
 # the completion tests load inbox's completions in them; postfix, procmail: the mail tests deliver real mail
 # through them (PostfixDeliveryTests); maildrop: the mail benchmark.
 APT_PACKAGES = libinotifytools0-dev nettle-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite systemd zsh fish postfix procmail maildrop
+	libytnef0-dev libpython3.11-testsuite systemd zsh fish postfix procmail maildrop bindfs
 # postfix's install questions, answered: local mail only (the tests configure the rest with postconf).
 POSTFIX_PRESEED = postfix postfix/main_mailer_type select Local only\npostfix postfix/mailname string localhost\n
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -51,9 +51,14 @@ let package = Package(
         .target(name: "InboxCommands", dependencies: ["InboxKit"]),
         .executableTarget(name: "inbox", dependencies: ["InboxCommands"]),
         .executableTarget(name: "inbox-formats", dependencies: ["InboxCommands", "InboxFormats"]),
-        .testTarget(name: "AppContainerTests", dependencies: ["AppContainer"]),
-        .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "InboxFormats", "AppContainer"]),
-        .testTarget(name: "CLITests", dependencies: ["inbox", "inbox-formats", "InboxCommands", "InboxKit", "CLinux"]),
+        // A real FUSE mount (bindfs) for the tests of network and FUSE filesystems.
+        .target(name: "FuseSupport", path: "Tests/FuseSupport"),
+        .testTarget(name: "AppContainerTests", dependencies: ["AppContainer", "FuseSupport"]),
+        .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "InboxFormats", "AppContainer", "FuseSupport"]),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["inbox", "inbox-formats", "InboxCommands", "InboxKit", "CLinux", "FuseSupport"]
+        ),
         // `import InboxKit` (and `import InboxFormats` for mail and backups), as a library user writes it.
         // PublicAPI.txt: the public API as checked in (PublicAPITests).
         .testTarget(name: "LibraryAPITests", dependencies: ["InboxKit", "InboxFormats"], exclude: ["PublicAPI.txt"]),

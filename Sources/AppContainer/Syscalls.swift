@@ -151,6 +151,18 @@ package func system_startWriteback(_ fd: CInt) throws(Errno) {
     _ = try valueOrErrno("sync_file_range") { inbox_start_writeback(fd) }
 }
 
+/// `linkat` without flags: a second name for the file (a symbolic link itself, never its target).
+@inline(never)
+package func system_linkat(
+    _ fromDirectory: CInt, _ from: some CStringConvertible, _ toDirectory: CInt, _ to: some CStringConvertible
+) throws(Errno) {
+    try withCPath(from) { from throws(Errno) in
+        try withCPath(to) { to throws(Errno) in
+            _ = try valueOrErrno("linkat") { linkat(fromDirectory, from, toDirectory, to, 0) }
+        }
+    }
+}
+
 /// `linkat(fd, "", directory, path, AT_EMPTY_PATH)`: gives a name to an open file, such as an `O_TMPFILE` one.
 @inline(never)
 package func system_linkOpenFile(_ fd: CInt, _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {

@@ -123,9 +123,7 @@ package final class WatcherLock: @unchecked Sendable {
         guard let status = try? FileStatus(system_fstat(fd)),
             let bytes = try? FileDescriptor("/proc/locks", [.readOnly]).readToEnd()
         else { return nil }
-        let device = status.device
-        let major = (device >> 8) & 0xFFF | (device >> 32) & ~0xFFF
-        let minor = device & 0xFF | (device >> 12) & ~0xFF
+        let (major, minor) = FileID.majorMinor(status.device)
         // "2: FLOCK  ADVISORY  WRITE 22378 fe:00:16245949 0 EOF"; a waiting lock's line has "->" after the number.
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
             let fields = line.split(separator: " ")

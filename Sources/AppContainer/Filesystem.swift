@@ -1,0 +1,129 @@
+import Glibc
+
+/// What inbox needs to know of the filesystem that holds a folder (ARCHITECTURE.md, "Network and FUSE
+/// filesystems"): whether this host's inotify sees every change there, whether its locks cross hosts, and the
+/// mount's cache options. Told by `fstatfs`'s `f_type` and, for FUSE filesystems, which all share one type, by the
+/// mount's line in `/proc/self/mountinfo`.
+package struct Filesystem: Sendable, Equatable {
+    /// `f_type` of `fstatfs`.
+    package let type: Int64
+    /// The type as the mount table names it (`ext4`, `nfs4`, `fuse.sshfs`, `fuse`), or nil when it has no line.
+    package let mountType: String?
+    /// The mount's options, its own and its superblock's (`rw`, `vers=4.2`, `acdirmax=60`, `attr_timeout=30`).
+    package let options: [String]
+
+    /// The filesystem that holds the open file or folder `fd`.
+    package init(of fd: CInt) throws(Errno) {
+        type = try system_fstatfsType(fd)
+        let device = FileStatus(try system_fstat(fd)).device
+        let line = Self.mountLine(device: device)
+        mountType = line?.type
+        options = line?.options ?? []
+    }
+
+    /// The filesystem that holds the open file or folder `descriptor`.
+    package init(of descriptor: borrowing FileDescriptor) throws(Errno) {
+        try self.init(of: descriptor.rawValue)
+    }
+
+    /// A filesystem as given, for tests.
+    package init(type: Int64, mountType: String?, options: [String]) {
+        self.type = type
+        self.mountType = mountType
+        self.options = options
+    }
+
+    /// Why this filesystem is polled (`nfs4`, `fuse.sshfs`): another host's writes raise no inotify event here.
+    /// Nil for a local filesystem, which is never polled.
+    package var pollReason: String? {
+        if Self.networkTypes.contains(type) || type == Self.fuseType { return mountType ?? Self.typeName(type) }
+        guard let mountType else { return nil }
+        let base = mountType.split(separator: ".").first.map(String.init) ?? mountType
+        return Self.networkMountTypes.contains(base) ? mountType : nil
+    }
+
+    /// Why an `flock` here may not reach other hosts (`sshfs`, `nolock`), so that `watch` needs `--single-host`;
+    /// nil where it does (NFS, SMB) or where no other host writes (a local filesystem).
+    package var localLockReason: String? {
+        guard let mountType, pollReason != nil else { return nil }
+        if let option = options.first(where: {
+            $0 == "nolock" || $0.hasPrefix("local_lock=") && $0 != "local_lock=none"
+        }) {
+            return option
+        }
+        for single in ["fuse.sshfs", "fuse.rclone"] where mountType == single {
+            return String(single.dropFirst("fuse.".count))
+        }
+        return nil
+    }
+
+    /// The options that set how long the client caches attributes and names (`acdirmax=60`, `lookupcache=all`,
+    /// `attr_timeout=30`), for `status` to show.
+    package var cacheOptions: [String] {
+        let names = [
+            "ac", "noac", "actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "attr_timeout",
+            "entry_timeout", "negative_timeout", "cache",
+        ]
+        return options.filter { option in
+            let name = option.split(separator: "=", maxSplits: 1).first.map(String.init) ?? option
+            return names.contains(name)
+        }
+    }
+
+    /// Shown in messages: the mount table's name for the type, else the `f_type` as hex.
+    package var name: String { mountType ?? Self.typeName(type) }
+
+    /// `linux/magic.h`'s `FUSE_SUPER_MAGIC`.
+    package static let fuseType: Int64 = 0x6573_5546
+
+    /// The `f_type`s of network filesystems: NFS, SMB (smbfs, CIFS, SMB2), 9p, Ceph, AFS, Coda, NCP.
+    static let networkTypes: Set<Int64> = [
+        0x6969, 0x517B, 0xFF53_4D42, 0xFE53_4D42, 0x0102_1997, 0x00C3_6400, 0x5346_414F, 0x6B41_4653, 0x7375_7245,
+        0x564C,
+    ]
+
+    /// Mount-table types of network and FUSE filesystems (a FUSE type is `fuse.<name>`, `fuse` or `fuseblk`).
+    static let networkMountTypes: Set<String> = [
+        "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "afs", "coda", "ncpfs", "fuse", "fuseblk",
+        "lustre", "gpfs",
+    ]
+
+    private static func typeName(_ type: Int64) -> String {
+        "filesystem type 0x" + String(UInt64(bitPattern: type), radix: 16)
+    }
+
+    /// The type and options of the mount of `device`, the last such line of `/proc/self/mountinfo` (a later mount
+    /// hides an earlier one); nil when it cannot be read or has no line.
+    private static func mountLine(device: UInt64) -> (type: String, options: [String])? {
+        let bytes: [UInt8]
+        do {
+            bytes = try FileDescriptor("/proc/self/mountinfo", [.readOnly]).readToEnd(limit: 64 << 20)
+        } catch {
+            return nil  // No mount table (a sandbox without /proc): the f_type alone tells.
+        }
+        let (major, minor) = FileID.majorMinor(device)
+        let wanted = "\(major):\(minor)"
+        var found: (type: String, options: [String])?
+        // "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue"
+        for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            let fields = line.split(separator: UInt8(ascii: " "))
+            guard fields.count >= 10, String(decoding: fields[2], as: UTF8.self) == wanted,
+                let dash = fields.firstIndex(where: { $0.elementsEqual("-".utf8) }), dash + 3 < fields.count
+            else { continue }
+            func words(_ field: ArraySlice<UInt8>) -> [String] {
+                field.split(separator: UInt8(ascii: ",")).map { String(decoding: $0, as: UTF8.self) }
+            }
+            found = (
+                String(decoding: fields[dash + 1], as: UTF8.self), words(fields[5]) + words(fields[dash + 3])
+            )
+        }
+        return found
+    }
+}
+
+extension FileID {
+    /// A device number's major and minor, as the kernel splits it (`gnu_dev_major`, `gnu_dev_minor`).
+    package static func majorMinor(_ device: UInt64) -> (major: UInt64, minor: UInt64) {
+        ((device >> 8) & 0xFFF | (device >> 32) & ~0xFFF, device & 0xFF | (device >> 12) & ~0xFF)
+    }
+}

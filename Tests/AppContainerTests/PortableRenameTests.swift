@@ -1,0 +1,83 @@
+import AppContainer
+import Foundation
+import FuseSupport
+import Glibc
+import Testing
+
+/// `renameNoReplace` on a real FUSE filesystem (bindfs), which refuses `renameat2`'s flags.
+@Suite(.serialized) struct PortableRenameTests {
+    @Test func aFileMovesByLinkThenUnlinkAndAClashIsRefused() throws {
+        let mount = try FuseMount()
+        let folder = try FileDescriptor(folder: mount.mountPoint)
+        try makeFile(mount.mountPoint + "/a", [1])
+        try makeFile(mount.mountPoint + "/taken", [2])
+        let before = try status(mount.mountPoint + "/a")
+        #expect(throws: Errno.invalidArgument) {
+            try system_renameat2(folder.rawValue, "a", folder.rawValue, "b", .noReplace)
+        }
+        try renameNoReplace(folder.rawValue, "a", folder.rawValue, "b")
+        #expect(!exists(mount.mountPoint + "/a"))
+        // The mount's attribute cache may still count the old name: the backing folder tells.
+        let after = try status(mount.backing + "/b")
+        #expect(after.inode == before.inode && after.linkCount == 1)
+        #expect(RenameFlagSupport.isKnownRefusing(folder.rawValue))
+        #expect(throws: Errno.fileExists) { try renameNoReplace(folder.rawValue, "b", folder.rawValue, "taken") }
+        #expect(try readFile(mount.mountPoint + "/b") == [1] && readFile(mount.mountPoint + "/taken") == [2])
+    }
+
+    @Test func aFolderMovesOntoAnEmptyFolderAndAClashIsRefused() throws {
+        let mount = try FuseMount()
+        let folder = try FileDescriptor(folder: mount.mountPoint)
+        #expect(mkdir(mount.mountPoint + "/report", 0o755) == 0)
+        try makeFile(mount.mountPoint + "/report/page", [1])
+        #expect(mkdir(mount.mountPoint + "/taken", 0o755) == 0)
+        try renameNoReplace(folder.rawValue, "report", folder.rawValue, "moved")
+        #expect(try readFile(mount.mountPoint + "/moved/page") == [1])
+        #expect(!exists(mount.mountPoint + "/report"))
+        #expect(throws: Errno.fileExists) { try renameNoReplace(folder.rawValue, "moved", folder.rawValue, "taken") }
+        #expect(exists(mount.mountPoint + "/moved/page"))
+        let taken = try FileManager.default.contentsOfDirectory(atPath: mount.mountPoint + "/taken")
+        #expect(taken.isEmpty)
+    }
+
+    @Test func aLinkThatAlreadyHappenedCountsAsDone() throws {
+        let mount = try FuseMount()
+        let folder = try FileDescriptor(folder: mount.mountPoint)
+        try makeFile(mount.mountPoint + "/a", [1])
+        #expect(link(mount.mountPoint + "/a", mount.mountPoint + "/b") == 0)
+        try renameNoReplace(folder.rawValue, "a", folder.rawValue, "b")
+        #expect(!exists(mount.mountPoint + "/a"))
+        #expect(try status(mount.backing + "/b").linkCount == 1)
+    }
+
+    @Test func aLocalFilesystemKeepsTheAtomicRename() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = try FileDescriptor(folder: scratch.path)
+        try makeFile(scratch.at("a"), [1])
+        try renameNoReplace(folder.rawValue, "a", folder.rawValue, "b")
+        #expect(!RenameFlagSupport.isKnownRefusing(folder.rawValue))
+        #expect(try readFile(scratch.at("b")) == [1])
+    }
+
+    @Test func theMountTableTellsAFuseFilesystemApart() throws {
+        let mount = try FuseMount(options: ["attr_timeout=30", "entry_timeout=30"])
+        let folder = try FileDescriptor(folder: mount.mountPoint)
+        let filesystem = try Filesystem(of: folder)
+        #expect(filesystem.type == Filesystem.fuseType)
+        #expect(filesystem.pollReason != nil)
+        #expect(filesystem.localLockReason == nil)
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let local = try Filesystem(of: try FileDescriptor(folder: scratch.path))
+        #expect(local.pollReason == nil && local.mountType != nil)
+    }
+
+    @Test func sshfsAndNolockNeedASingleHost() {
+        #expect(Filesystem(type: Filesystem.fuseType, mountType: "fuse.sshfs", options: []).localLockReason == "sshfs")
+        let nfs = Filesystem(type: 0x6969, mountType: "nfs4", options: ["rw", "local_lock=all", "acdirmax=60"])
+        #expect(nfs.localLockReason == "local_lock=all" && nfs.pollReason == "nfs4")
+        #expect(nfs.cacheOptions == ["acdirmax=60"])
+        #expect(Filesystem(type: 0x6969, mountType: "nfs4", options: ["local_lock=none"]).localLockReason == nil)
+    }
+}
