@@ -56,13 +56,14 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         case .noSpace, .quotaExceeded, .ioError: code = .ioError
         case .tooManySymbolicLinks: code = .refused
         case .permissionDenied, .notPermitted: code = .refused
-        case .wouldBlock: code = .busy
+        case .wouldBlock, .noLocks: code = .busy
         default: code = .failure
         }
         let hint: String
         switch cause {
         case .tooManySymbolicLinks: hint = " (a symbolic link is never followed)"
         case .noSpace, .quotaExceeded: hint = " (free some space and try again)"
+        case .noLocks: hint = " (the filesystem gives no lock here: on NFS, is its lock service running?)"
         default: hint = ""
         }
         self.init(code, "cannot \(doing) '\(path)': \(cause)\(hint)", cause: cause)

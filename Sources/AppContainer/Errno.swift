@@ -58,6 +58,8 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     package static let notEmpty = Errno(rawValue: ENOTEMPTY)
     /// `ENODATA`: no such extended attribute.
     package static let noData = Errno(rawValue: ENODATA)
+    /// `ENOLCK`: no lock to be had, as a network filesystem whose lock service is missing answers.
+    package static let noLocks = Errno(rawValue: ENOLCK)
 }
 
 /// Runs the system call `name` that returns -1 on failure, reads `errno` at once, and retries on EINTR.

@@ -36,6 +36,18 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// Names that begin with `.` are in-progress staging, ignored by the watcher.
     public var isHidden: Bool { bytes.first == 0x2E }
 
+    /// A name a network or FUSE filesystem's client made for a file removed while open: `.nfs` and 16 or more hex
+    /// digits (NFS's silly rename), `.fuse_hidden` and hex digits (FUSE). The client removes it when the file is
+    /// closed; every walk leaves it alone (ARCHITECTURE.md, "Network and FUSE filesystems").
+    package var isClientLeftover: Bool {
+        func hexDigits(after prefix: String, atLeast count: Int) -> Bool {
+            guard bytes.starts(with: prefix.utf8) else { return false }
+            let rest = bytes.dropFirst(prefix.utf8.count)
+            return rest.count >= count && rest.allSatisfy { Character(Unicode.Scalar($0)).isHexDigit }
+        }
+        return hexDigits(after: ".nfs", atLeast: 16) || hexDigits(after: ".fuse_hidden", atLeast: 8)
+    }
+
     /// The name split at its last `.`, where that `.` is not the first byte: ("report", ".pdf").
     package var stemAndExtension: (stem: [UInt8], ext: [UInt8]) {
         if let dot = bytes.lastIndex(of: 0x2E), dot > 0 {

@@ -7,7 +7,8 @@ import Glibc
 package struct Filesystem: Sendable, Equatable {
     /// `f_type` of `fstatfs`.
     package let type: Int64
-    /// The type as the mount table names it (`ext4`, `nfs4`, `fuse.sshfs`, `fuse`), or nil when it has no line.
+    /// The type as the mount table names it (`nfs4`, `fuse.sshfs`, `fuse`); nil for a local filesystem (the mount
+    /// table is not read for it) or one without a line.
     package let mountType: String?
     /// The mount's options, its own and its superblock's (`rw`, `vers=4.2`, `acdirmax=60`, `attr_timeout=30`).
     package let options: [String]
@@ -15,8 +16,13 @@ package struct Filesystem: Sendable, Equatable {
     /// The filesystem that holds the open file or folder `fd`.
     package init(of fd: CInt) throws(Errno) {
         type = try system_fstatfsType(fd)
-        let device = FileStatus(try system_fstat(fd)).device
-        let line = Self.mountLine(device: device)
+        guard Self.networkTypes.contains(type) || type == Self.fuseType else {
+            // A local filesystem: its type is all there is to know, and costs one call (every import asks).
+            mountType = nil
+            options = []
+            return
+        }
+        let line = Self.mountLine(device: FileStatus(try system_fstat(fd)).device)
         mountType = line?.type
         options = line?.options ?? []
     }
@@ -36,10 +42,7 @@ package struct Filesystem: Sendable, Equatable {
     /// Why this filesystem is polled (`nfs4`, `fuse.sshfs`): another host's writes raise no inotify event here.
     /// Nil for a local filesystem, which is never polled.
     package var pollReason: String? {
-        if Self.networkTypes.contains(type) || type == Self.fuseType { return mountType ?? Self.typeName(type) }
-        guard let mountType else { return nil }
-        let base = mountType.split(separator: ".").first.map(String.init) ?? mountType
-        return Self.networkMountTypes.contains(base) ? mountType : nil
+        Self.networkTypes.contains(type) || type == Self.fuseType ? name : nil
     }
 
     /// Why an `flock` here may not reach other hosts (`sshfs`, `nolock`), so that `watch` needs `--single-host`;
@@ -76,16 +79,11 @@ package struct Filesystem: Sendable, Equatable {
     /// `linux/magic.h`'s `FUSE_SUPER_MAGIC`.
     package static let fuseType: Int64 = 0x6573_5546
 
-    /// The `f_type`s of network filesystems: NFS, SMB (smbfs, CIFS, SMB2), 9p, Ceph, AFS, Coda, NCP.
+    /// The `f_type`s of network filesystems: NFS, SMB (smbfs, CIFS, SMB2), 9p, Ceph, AFS (two), Coda, NCP, Lustre,
+    /// GPFS. GlusterFS, sshfs and rclone are FUSE filesystems.
     static let networkTypes: Set<Int64> = [
         0x6969, 0x517B, 0xFF53_4D42, 0xFE53_4D42, 0x0102_1997, 0x00C3_6400, 0x5346_414F, 0x6B41_4653, 0x7375_7245,
-        0x564C,
-    ]
-
-    /// Mount-table types of network and FUSE filesystems (a FUSE type is `fuse.<name>`, `fuse` or `fuseblk`).
-    static let networkMountTypes: Set<String> = [
-        "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "glusterfs", "afs", "coda", "ncpfs", "fuse", "fuseblk",
-        "lustre", "gpfs",
+        0x564C, 0x0BD0_0BD0, 0x4750_4653,
     ]
 
     private static func typeName(_ type: Int64) -> String {

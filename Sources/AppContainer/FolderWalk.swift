@@ -4,7 +4,8 @@ import Glibc
 /// folder opened relative to its parent with O_NOFOLLOW and checked to be the folder listed, so that no symbolic
 /// link is ever followed. What its users need differently is a parameter: how deep it goes, whether it stays on the
 /// root's filesystem, whether each folder's names come sorted (else they are read one at a time, in constant
-/// memory), and, in `run`, what a failure does.
+/// memory), and, in `run`, what a failure does. A network or FUSE client's leftover (`.nfs…`, `.fuse_hidden…`) is
+/// never visited.
 package struct FolderWalk: Sendable {
     /// A folder this many levels below the root is not read: its reading is a failure (`nested too deep`).
     /// Each level holds a descriptor or two, so the bound keeps a deep tree from running out of them.
@@ -99,6 +100,7 @@ package struct FolderWalk: Sendable {
         }
         /// Visits `name` in the folder `fd` at `path`, and goes into it if asked; false once stopped.
         func entry(_ name: FileName, in fd: CInt, _ path: [FileName]) throws(ContainerError) -> Bool {
+            guard !name.isClientLeftover else { return true }
             let path = path + [name]
             let status: FileStatus
             do {

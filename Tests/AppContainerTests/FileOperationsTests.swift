@@ -279,6 +279,7 @@ import Testing
         (.permissionDenied, .refused),
         (.notPermitted, .refused),
         (.wouldBlock, .busy),
+        (.noLocks, .busy),
         (.fileExists, .failure),
         (.invalidArgument, .failure),
         (.crossDevice, .failure),

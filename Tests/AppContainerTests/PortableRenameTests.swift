@@ -70,7 +70,7 @@ import Testing
         let scratch = try Scratch()
         defer { scratch.remove() }
         let local = try Filesystem(of: try FileDescriptor(folder: scratch.path))
-        #expect(local.pollReason == nil && local.mountType != nil)
+        #expect(local.pollReason == nil && local.localLockReason == nil)
     }
 
     @Test func sshfsAndNolockNeedASingleHost() {

@@ -57,6 +57,20 @@ import Testing
         #expect(entries["Library/Caches/deep/"] == nil, "a folder that holds something is walked, not listed")
     }
 
+    @Test func aNetworkClientsLeftoversAreNotBackedUp() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let container = scratch.container
+        for path in ["Documents/.nfs000000000012345600000001", "Documents/deep/.fuse_hidden0000000a00000002"] {
+            try write(container, path)
+        }
+        try write(container, "Documents/.nfs-notes")
+        let entries = try plan(container)
+        #expect(entries["Documents/.nfs-notes"]?.included == true)
+        #expect(entries.keys.filter { $0.contains(".nfs0") || $0.contains(".fuse_hidden") }.isEmpty)
+        #expect(entries["Documents/deep/"]?.included == true, "a folder with only a leftover is listed as empty")
+    }
+
     @Test func linksAreListedAndNeverFollowedAndSpecialFilesAreLeftOut() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

@@ -109,6 +109,18 @@ import Testing
         #expect(try entries(tmp).isEmpty)
     }
 
+    @Test func aNetworkClientsLeftoversInTmpAreLeftAlone() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let tmp = scratch.container.path(.tmp)
+        let leftovers = [".nfs00000000001234560000000a", ".fuse_hidden0000000b00000001"]
+        for name in leftovers + [".nfs-not-a-leftover", "new.part"] { try makeFile(tmp + "/" + name, pattern(5)) }
+
+        let outcomes = try execute(CleanupPlan(container: scratch.container, policy: Preferences()), scratch)
+        #expect(Set(outcomes.map(\.relative)) == ["tmp/.nfs-not-a-leftover", "tmp/new.part"])
+        #expect(try entries(tmp) == leftovers.sorted())
+    }
+
     // MARK: - Caches
 
     @Test func cachesLoseTheLeastRecentlyUsedFilesDownToTheLimit() throws {

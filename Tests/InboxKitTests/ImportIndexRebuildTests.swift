@@ -1,5 +1,6 @@
 import AppContainer
 import Foundation
+import FuseSupport
 import Glibc
 import Testing
 
@@ -189,6 +190,22 @@ import Testing
         let size = try status(ImportIndex.path(scratch.container) + "-wal").size
         #expect(size <= 32 + Int64(SQLiteDatabase.keptWriteAheadPages + 8) * (4_096 + 24), "\(size) bytes")
         #expect(try scratch.inboxEntries().count == 100)
+    }
+
+    @Test func onAFuseFilesystemTheIndexKeepsARollbackJournal() throws {
+        let mount = try FuseMount()
+        for (root, mode) in [(mount.mountPoint, 1), (FileManager.default.temporaryDirectory.path, 2)] {
+            let scratch = try Scratch(under: root)
+            defer { scratch.remove() }
+            let path = scratch.outside("m.eml")
+            try makeFile(path, Array(Self.message(1, attachments: 1).utf8))
+            #expect(try importAll(scratch, path) == [.imported])
+            // The file format's read and write versions (bytes 18 and 19): 1 for a rollback journal, 2 for WAL.
+            let header = try readFile(ImportIndex.path(scratch.container)).prefix(20)
+            #expect(Array(header.suffix(2)) == [UInt8(mode), UInt8(mode)], "\(root)")
+            #expect(exists(ImportIndex.path(scratch.container) + "-wal") == (mode == 2), "\(root)")
+            #expect(try scratch.inboxEntries().count == 1)
+        }
     }
 
     @Test func aMissingIndexIsBuiltFromTheLogWithNothingSetAside() throws {

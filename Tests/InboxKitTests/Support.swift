@@ -15,8 +15,9 @@ struct Scratch {
 
     var container: Container { inbox.container }
 
-    init() throws {
-        path = FileManager.default.temporaryDirectory.path + "/inboxkit-tests-\(UUID().uuidString)"
+    /// A container in a fresh folder below `root` (the temporary folder, or a FUSE mount point).
+    init(under root: String = FileManager.default.temporaryDirectory.path) throws {
+        path = root + "/inboxkit-tests-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         inbox = try Inbox(container: Container.create(at: path + "/c", appName: "Mail"))
     }

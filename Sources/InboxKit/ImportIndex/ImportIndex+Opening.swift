@@ -97,9 +97,11 @@ extension ImportIndex {
         }
         guard let status else { return .missing }
         guard status.kind == .regular else { return .damaged(reason: "it is not a regular file") }
+        let journal: JournalMode
         do {
             // SQLite's own open failure does not say why: ours does. Only a refusal is damage.
-            _ = try FileDescriptor(path, [.readWrite, .noFollow, .nonBlocking])
+            let file = try FileDescriptor(path, [.readWrite, .noFollow, .nonBlocking])
+            journal = try JournalMode(for: file)
         } catch  where error == .permissionDenied || error == .notPermitted {
             return .damaged(reason: "it cannot be opened: \(error)")
         } catch {
@@ -109,13 +111,26 @@ extension ImportIndex {
             let database = try SQLiteDatabase(path: path)
             let health = try schemaHealth(database)
             if case .damaged = health { return health }
-            try database.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;")
-            try database.keepWriteAheadLogOnClose()
+            try database.execute("PRAGMA journal_mode=\(journal.rawValue); PRAGMA synchronous=FULL;")
+            if journal == .writeAhead { try database.keepWriteAheadLogOnClose() }
             return health
         } catch {
             // SQLITE_CORRUPT and SQLITE_NOTADB, and only they, are `badData`.
             guard error.code == .badData else { throw error }
             return .damaged(reason: error.message)
+        }
+    }
+
+    /// How the index keeps its journal: a write-ahead log, except on a network or FUSE filesystem, where SQLite's
+    /// WAL does not work (its shared memory is of one host) and a rollback journal is kept instead (ARCHITECTURE.md,
+    /// "Network and FUSE filesystems").
+    enum JournalMode: String {
+        case writeAhead = "WAL"
+        case rollback = "DELETE"
+
+        /// The mode for a database held by the filesystem of the open `file` (the index, or its folder).
+        init(for file: borrowing FileDescriptor) throws(Errno) {
+            self = try Filesystem(of: file).pollReason == nil ? .writeAhead : .rollback
         }
     }
 

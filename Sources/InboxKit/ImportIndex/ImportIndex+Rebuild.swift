@@ -37,7 +37,13 @@ extension ImportIndex {
         } catch {
             throw error.failure("rebuild the import index", shown)
         }
-        try build(directory + Array("/\(building)".utf8), from: log)
+        let journal: JournalMode
+        do {
+            journal = try JournalMode(for: folder)
+        } catch {
+            throw error.failure("read", directory)
+        }
+        try build(directory + Array("/\(building)".utf8), from: log, journal: journal)
         do {
             let file = try FileDescriptor(at: folder.rawValue, building, [.readOnly, .noFollow])
             try system_fsync(file.rawValue)
@@ -82,8 +88,8 @@ extension ImportIndex {
         try fileStatusIfPresent(in: folder, name) != nil
     }
 
-    /// Builds a new index at `path` from the import records of `log`, in one transaction.
-    private static func build(_ path: [UInt8], from log: EventLog) throws(ContainerError) {
+    /// Builds a new index at `path` from the import records of `log`, in one transaction, left in `journal` mode.
+    private static func build(_ path: [UInt8], from log: EventLog, journal: JournalMode) throws(ContainerError) {
         let database = try SQLiteDatabase(path: path, create: true)
         try database.execute(schema)
         let index = ImportIndex(building: database)
@@ -100,7 +106,7 @@ extension ImportIndex {
             }
             if let failure { throw failure }
         }
-        try database.execute("PRAGMA journal_mode=WAL")
+        try database.execute("PRAGMA journal_mode=\(journal.rawValue)")
     }
 
     /// Adds what one record says of an imported message.
