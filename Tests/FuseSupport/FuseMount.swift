@@ -30,7 +30,10 @@ public final class FuseMount: @unchecked Sendable {
     /// mount.
     public func remount(options: [String] = []) throws {
         try unmount()
+        // The kernel gives a new mount the lowest free number: another mount takes the one just freed meanwhile.
+        let spacer = try FuseMount()
         try mount(options: options)
+        try spacer.unmount()
     }
 
     /// Unmounts, waiting while the mount is busy (a process that just exited may still hold a file on it).

@@ -8,13 +8,18 @@ import Glibc
 struct ArrivalClock {
     /// Whether the Inbox's filesystem keeps a real ctime.
     let keepsChangeTime: Bool
+    /// The Inbox's device number, where its filesystem (network or FUSE) gets a new one at every mount: a record
+    /// logged under an earlier mount is read as of this one (ARCHITECTURE.md, "Network and FUSE filesystems").
+    private let remountedDevice: UInt64?
     private let container: Container
 
     /// The clock of the Inbox open as `folder`.
     init(container: Container, inbox folder: borrowing FileDescriptor) throws(ContainerError) {
         self.container = container
         do {
-            keepsChangeTime = Self.keepsChangeTime(filesystemType: try system_fstatfsType(folder.rawValue))
+            let filesystem = try Filesystem(of: folder)
+            keepsChangeTime = Self.keepsChangeTime(filesystemType: filesystem.type)
+            remountedDevice = filesystem.pollReason == nil ? nil : try folder.fileStatus().device
         } catch {
             throw error.failure("read", container.path(.inbox))
         }
@@ -22,14 +27,9 @@ struct ArrivalClock {
 
     /// FUSE filesystems (sshfs and rclone among them) report the modification time as ctime, so none of them is
     /// trusted with it.
-    // TODO(issue 42): tell the FUSE filesystems that keep a real ctime from those that fake it, and find others
-    // that fake it.
     static func keepsChangeTime(filesystemType: Int64) -> Bool {
-        filesystemType != fuseSuperMagic
+        filesystemType != Filesystem.fuseType
     }
-
-    /// `FUSE_SUPER_MAGIC` of `linux/magic.h`.
-    static let fuseSuperMagic: Int64 = 0x6573_5546
 
     /// An item's arrival: the later of `changed` (where the filesystem keeps it) and `record`, the time of its
     /// latest record; nil where neither is known, and the item is then never old.
@@ -50,7 +50,9 @@ struct ArrivalClock {
         let log = try EventLog(container: container)
         let now = Timestamp.now()
         try log.forEachRecord(kinds: kinds) { record in
-            guard let id = record.fields["id"].flatMap(Identity.init(text:)), let item = wanted[id.fileID],
+            guard let logged = record.fields["id"].flatMap(Identity.init(text:)) else { return true }
+            let id = remountedDevice.map { logged.onDevice($0) } ?? logged
+            guard let item = wanted[id.fileID],
                 Self.isSame(id, as: item)
             else { return true }
             // A time that cannot be read makes the item as young as can be.

@@ -148,7 +148,7 @@ final class CleanupWalker {
         let policy = plan.policy
         let shown = plan.container.path(.inbox)
         let fd = folder.rawValue
-        let ledger = try ArrivalLedger.current(of: plan.container)
+        let ledger = try ArrivalLedger.current(of: plan.container, inbox: folder)
         let clock = try ArrivalClock(container: plan.container, inbox: folder)
         let isItem = { (name: FileName, status: FileStatus) in
             !name.isHidden && ledger?.isSettled(Identity(status)) != false

@@ -78,6 +78,23 @@ struct ArrivalLedger {
         }
     }
 
+    /// Takes the identities logged under an earlier mount of the Inbox's filesystem as the current mount's, where
+    /// that filesystem is a network or FUSE one (a new device number at every mount): items kept in the Inbox do
+    /// not arrive again after a remount (ARCHITECTURE.md, "Network and FUSE filesystems"). Every identity here is
+    /// an Inbox item's, on the Inbox's filesystem. On a local filesystem nothing changes.
+    mutating func followRemount(ofInbox folder: CInt) throws(Errno) {
+        let device = FileStatus(try system_fstat(folder)).device
+        let elsewhere = { (id: Identity) in id.device != device }
+        guard
+            arrived.contains(where: elsewhere) || pending.keys.contains(where: elsewhere)
+                || unanswered.keys.contains(where: elsewhere),
+            try Filesystem(of: folder).pollReason != nil
+        else { return }
+        arrived = Set(arrived.map { $0.onDevice(device) })
+        pending = Dictionary(pending.map { ($0.key.onDevice(device), $0.value) }) { _, latest in latest }
+        unanswered = Dictionary(unanswered.map { ($0.key.onDevice(device), $0.value) }) { _, latest in latest }
+    }
+
     /// The Inbox name in a record's path field (`Documents/Inbox/<name>`), exact to the byte.
     static func inboxName(_ record: EventRecord, key: String) -> FileName? {
         guard let bytes = record.pathBytes(key), let slash = bytes.lastIndex(of: 0x2F) else { return nil }
@@ -86,7 +103,9 @@ struct ArrivalLedger {
 
     /// The ledger of a container as it stands, for a process other than its watcher; nil when no watcher serves
     /// the container (it holds no checkpoint and no watcher runs), so that nothing will ever handle its items.
-    static func current(of container: Container) throws(ContainerError) -> ArrivalLedger? {
+    static func current(of container: Container, inbox folder: borrowing FileDescriptor) throws(ContainerError)
+        -> ArrivalLedger?
+    {
         let path = checkpointPath(container)
         let hasCheckpoint: Bool
         do {
@@ -103,6 +122,11 @@ struct ArrivalLedger {
             since = 0
         }
         for record in try EventLog(container: container).records(since: since) { ledger.replay(record) }
+        do {
+            try ledger.followRemount(ofInbox: folder.rawValue)
+        } catch {
+            throw error.failure("read", container.path(.inbox))
+        }
         return ledger
     }
 }

@@ -37,6 +37,11 @@ extension ArrivalPipeline {
             lastSeq = max(lastSeq, record.seq)
             ledger.replay(record)
         }
+        do {
+            try ledger.followRemount(ofInbox: inboxFolder.rawValue)
+        } catch {
+            throw error.failure("read", container.path(.inbox))
+        }
         arrived = ledger.arrived
         var finished = EncodedEvents()
         for (id, question) in ledger.unanswered.sorted(by: { $0.value.name < $1.value.name }) {

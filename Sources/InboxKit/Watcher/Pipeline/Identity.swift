@@ -4,7 +4,7 @@ import AppContainer
 /// birth time (a new file that reuses a deleted item's inode is born again), and for a file its size and
 /// modification time; not the path.
 struct Identity: Hashable, Sendable {
-    let device: UInt64
+    private(set) var device: UInt64
     let inode: UInt64
     let size: Int64
     let modifiedSeconds: Int64
@@ -21,6 +21,14 @@ struct Identity: Hashable, Sendable {
         modifiedSeconds = isFolder ? 0 : status.modified.seconds
         modifiedNanoseconds = isFolder ? 0 : status.modified.nanoseconds
         born = status.born
+    }
+
+    /// This identity with `device` for its device number: the same file seen under another mount of its network or
+    /// FUSE filesystem, which gets a new number at every mount (ARCHITECTURE.md, "Network and FUSE filesystems").
+    func onDevice(_ device: UInt64) -> Identity {
+        var moved = self
+        moved.device = device
+        return moved
     }
 
     /// Whether `status` describes this file: the same `FileID` (device and inode).
