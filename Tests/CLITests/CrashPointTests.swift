@@ -1,4 +1,5 @@
 import Foundation
+import FuseSupport
 import Glibc
 import InboxKit
 import Testing
@@ -20,14 +21,36 @@ import Testing
         return crashes
     }
 
-    @Test(arguments: [false, true]) func aMoveKilledAtAnyCallIsFinishedOrUndone(hardLinked: Bool) throws {
+    /// A fresh folder for one round's container: in `folder`, or on `mount` (bindfs, where every move goes by `link`
+    /// and `unlink`: ARCHITECTURE.md, "Network and FUSE filesystems"), removed when the round ends.
+    static func roundFolder(_ folder: TemporaryFolder, on mount: FuseMount?, _ call: Int) throws -> String {
+        guard let mount else { return folder.path }
+        let path = mount.mountPoint + "/round-\(call)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        return path
+    }
+
+    /// Writes `contents` at `path`, making its folders.
+    static func write(_ path: String, _ contents: String) throws {
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(contents.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    @Test(arguments: [false, true], [false, true])
+    func aMoveKilledAtAnyCallIsFinishedOrUndone(hardLinked: Bool, onFuse: Bool) throws {
         let bytes = String(repeating: "moved once ", count: 2_000)
-        let points = try Self.everyCrashPoint(hardLinked ? "inbox move (copy)" : "inbox move (rename)") { call in
+        let mount = onFuse ? try FuseMount() : nil
+        let label = (hardLinked ? "inbox move (copy)" : "inbox move (rename)") + (onFuse ? " on bindfs" : "")
+        let points = try Self.everyCrashPoint(label) { call in
             let folder = try TemporaryFolder()
-            let container = try folder.container()
+            let base = try Self.roundFolder(folder, on: mount, call)
+            defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
+            let container = base + "/container"
+            #expect(try InboxProcess.run("--container", container, "init").status == 0)
             let source = try folder.file("item.pdf", bytes)
             #expect(try InboxProcess.run("--container", container, "deliver", source).status == 0)
-            if hardLinked { #expect(link(container + "/Documents/Inbox/item.pdf", folder.path + "/other.pdf") == 0) }
+            if hardLinked { #expect(link(container + "/Documents/Inbox/item.pdf", base + "/other.pdf") == 0) }
             let move = try InboxProcess.run(
                 "--container", container, "move", "item.pdf", environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
             guard move.status == Self.killed else {
@@ -38,26 +61,32 @@ import Testing
             #expect(try InboxProcess.run("--container", container, "watch", "--once").status == 0)
             Self.expectOnce(container, bytes: bytes, call: call)
             if hardLinked {
-                #expect(FileManager.default.contents(atPath: folder.path + "/other.pdf") == Data(bytes.utf8))
+                #expect(FileManager.default.contents(atPath: base + "/other.pdf") == Data(bytes.utf8))
             }
             return true
         }
         #expect(points > 10)
     }
 
-    @Test func aWatcherKilledAtAnyCallLosesNothingAndHandlesNothingTwice() throws {
+    @Test(arguments: [false, true]) func aWatcherKilledAtAnyCallLosesNothingAndHandlesNothingTwice(onFuse: Bool) throws
+    {
         let files = ["a.txt": "delivered", "b.txt": "written in place", "c.txt": "hard-linked"]
-        let points = try Self.everyCrashPoint("inbox watch --once --on-arrival move") { call in
+        let mount = onFuse ? try FuseMount() : nil
+        let points = try Self.everyCrashPoint("inbox watch --once --on-arrival move" + (onFuse ? " on bindfs" : "")) {
+            call in
             let folder = try TemporaryFolder()
-            let container = try folder.container()
+            let base = try Self.roundFolder(folder, on: mount, call)
+            defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
+            let container = base + "/container"
+            #expect(try InboxProcess.run("--container", container, "init").status == 0)
             let inbox = container + "/Documents/Inbox"
             #expect(
                 try InboxProcess.run("--container", container, "deliver", folder.file("a.txt", files["a.txt"]!)).status
                     == 0)
-            try folder.file("container/Documents/Inbox/b.txt", files["b.txt"]!)
-            try folder.file("other.txt", files["c.txt"]!)
-            #expect(link(folder.path + "/other.txt", inbox + "/c.txt") == 0)
-            try folder.file("container/Documents/Inbox/d/inside.txt", "in a folder")
+            try Self.write(inbox + "/b.txt", files["b.txt"]!)
+            try Self.write(base + "/other.txt", files["c.txt"]!)
+            #expect(link(base + "/other.txt", inbox + "/c.txt") == 0)
+            try Self.write(inbox + "/d/inside.txt", "in a folder")
             let arguments = ["--container", container, "watch", "--once", "--on-arrival", "move"]
             let watch = try InboxProcess.run(
                 arguments.map { Array($0.utf8) }, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
@@ -87,7 +116,7 @@ import Testing
                     paths.sorted() == ["a.txt", "b.txt", "c.txt", "d"].map { "Documents/Inbox/" + $0 },
                     "call \(call): \(kind)")
             }
-            #expect(FileManager.default.contents(atPath: folder.path + "/other.txt") == Data(files["c.txt"]!.utf8))
+            #expect(FileManager.default.contents(atPath: base + "/other.txt") == Data(files["c.txt"]!.utf8))
             return true
         }
         #expect(points > 50)

@@ -120,7 +120,7 @@ extension Inbox {
                     for (index, file) in staged.enumerated() {
                         do throws(Errno) {
                             let final = try ClashNaming.inbox.firstFree(for: file.name) { candidate throws(Errno) in
-                                try system_renameat2(folder, file.staging, folder, candidate, .noReplace)
+                                try renameNoReplace(folder, file.staging, folder, candidate)
                             }
                             placed.append((index, final))
                         } catch {
@@ -166,7 +166,7 @@ extension Inbox {
         var stuck: Set<Int> = []
         for (index, name) in placed {
             do throws(Errno) {
-                try system_renameat2(folder, name, folder, staged[index].staging, .noReplace)
+                try renameNoReplace(folder, name, folder, staged[index].staging)
             } catch {
                 stuck.insert(index)
             }
