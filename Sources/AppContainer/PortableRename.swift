@@ -86,7 +86,8 @@ private func moveWithoutFlags(
         throw error
     }
     // The client (bindfs) may keep the new name's attributes from the `link` (two links) for its attribute timeout:
-    // fetched afresh, no process here takes the file for one with another hard link (the Mover's copy path).
+    // fetched afresh, no process here takes the file for one with another hard link (the Mover's copy path). Moved
+    // all the same should that fail: only the cache stays as it was.
     try? system_refreshAttributes(toDirectory, to)
 }
 
