@@ -43,4 +43,27 @@ import Testing
         let movedPaths = logRecords(container, event: "moved").compactMap { $0["to"] as? String }
         #expect(movedPaths.sorted() == ["a.txt", "b.txt", "c.bin"].map { "Documents/" + $0 })
     }
+
+    /// The renames of the import index's rebuild and set-aside, and of a backup's archive, on the mount.
+    @Test func aDamagedIndexIsRebuiltAndABackupWrittenOnTheMount() throws {
+        let mount = try FuseMount()
+        let container = mount.mountPoint + "/container"
+        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        let message = ImportCrashTests.message(1, subject: "rebuilt", attachments: ["c.bin"])
+        #expect(try InboxProcess.run("--container", container, "import", "-", input: message).status == 0)
+        let index = container + "/Library/Application Support/inbox/import.sqlite"
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: index + suffix) }
+        try Data(repeating: 0xA5, count: 16_384).write(to: URL(fileURLWithPath: index))
+        let again = try InboxProcess.run("--container", container, "import", "-", input: message)
+        #expect(again.status == 0 && again.stdout.isEmpty, "a duplicate: \(again.stderr)")
+        #expect(try Self.visible(container + "/Documents/Inbox") == ["c.bin"])
+        let state = try FileManager.default.contentsOfDirectory(
+            atPath: mount.backing + "/container/Library/Application Support/inbox")
+        #expect(state.filter { $0.hasPrefix("import.sqlite.damaged-") }.count == 1, "\(state)")
+        #expect(!state.contains { $0.hasSuffix(".rebuilding") }, "\(state)")
+        let archive = mount.mountPoint + "/backup.tar"
+        let backup = try InboxProcess.run("--container", container, "backup", "--to", archive)
+        #expect(backup.status == 0, "\(backup.stderr)")
+        #expect(try Self.visible(mount.backing).contains("backup.tar"))
+    }
 }
