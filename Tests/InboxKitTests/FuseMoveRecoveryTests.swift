@@ -50,6 +50,18 @@ import Testing
         #expect(moved.count == 1 && moved.first?.fields["to"] == "Documents/item.txt")
     }
 
+    @Test func aDeliveryCutBetweenLinkAndUnlinkLosesItsStagingNameAtTheNextSweep() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try scratch.inbox.deliver(data: Data("once".utf8), suggestedName: "item.txt")
+        // The crash: the Inbox name linked, the staging name (young: not yet abandoned) not unlinked.
+        #expect(link(scratch.inboxPath("item.txt"), scratch.inboxPath(".inbox-staging.1.2")) == 0)
+        #expect(try scratch.inbox.sweepAbandonedStaging().isEmpty)
+        #expect(try scratch.inboxEntries() == ["item.txt"])
+        #expect(try status(scratch.inboxPath("item.txt")).linkCount == 1)
+        #expect(try scratch.inbox.log.records(kinds: [.deleted]).isEmpty)
+    }
+
     @Test func whereLinkIsRefusedTooADeliveryFailsWith73NamingTheFilesystem() throws {
         let mount = try FuseMount()
         let inbox = try Inbox(container: Container.create(at: mount.mountPoint + "/c", appName: "Mail"))

@@ -176,3 +176,37 @@ extension Inbox {
         return stuck
     }
 }
+
+extension Inbox {
+    /// Under the event log's lock, which a placement holds across its renames: a delivery's staging name among
+    /// `names` that shares its file (device and inode) with a visible name is a rename by `link` and `unlink`
+    /// (ARCHITECTURE.md, "Network and FUSE filesystems") that a crash cut between the two. Its staging name is
+    /// unlinked, whatever its age: the file stays, delivered. Returns the staging names unlinked so.
+    func finishInterruptedPlacements(_ names: [FileName], in folder: CInt) throws(ContainerError) -> Set<FileName> {
+        let staging = names.filter(Self.isStagingName)
+        guard !staging.isEmpty else { return [] }
+        var finished: Set<FileName> = []
+        var failure: Errno?
+        try log.appendWhileLocked(
+            { () throws(ContainerError) -> [Event] in
+                do throws(Errno) {
+                    var placed: [FileID: FileName] = [:]
+                    for name in names where !name.isHidden {
+                        if let status = try fileStatusIfPresent(in: folder, name) { placed[status.fileID] = name }
+                    }
+                    for name in staging {
+                        guard let status = try fileStatusIfPresent(in: folder, name),
+                            let visible = placed[status.fileID],
+                            try finishInterruptedMove(folder, name, folder, visible)
+                        else { continue }
+                        finished.insert(name)
+                    }
+                } catch {
+                    failure = error
+                }
+                return []
+            }, undo: {})
+        if let failure { throw failure.failure("finish the deliveries cut short in", container.path(.inbox)) }
+        return finished
+    }
+}
