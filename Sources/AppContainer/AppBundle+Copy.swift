@@ -165,7 +165,7 @@ final class TreeCopy {
             owning: try system_openat(target, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600))
         do {
             try Self.fill(output, from: input, mode: mode, times: times)
-            try system_renameat2(target, temporary, target, name, .noReplace)
+            try renameNoReplace(target, temporary, target, name)
             copied += 1
         } catch {
             _ = try? system_unlinkat(target, temporary)

@@ -57,6 +57,7 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         case .tooManySymbolicLinks: code = .refused
         case .permissionDenied, .notPermitted: code = .refused
         case .wouldBlock, .noLocks: code = .busy
+        case .notSupported where RenameFlagSupport.linkRefusedOn != nil: code = .cannotCreate
         default: code = .failure
         }
         let hint: String
@@ -64,6 +65,12 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         case .tooManySymbolicLinks: hint = " (a symbolic link is never followed)"
         case .noSpace, .quotaExceeded: hint = " (free some space and try again)"
         case .noLocks: hint = " (the filesystem gives no lock here: on NFS, is its lock service running?)"
+        case .notSupported:
+            // ARCHITECTURE.md, "Network and FUSE filesystems": no move can be made where both are refused.
+            hint =
+                RenameFlagSupport.linkRefusedOn.map {
+                    " (the filesystem \($0) refuses rename flags and hard links: no container can live there)"
+                } ?? ""
         default: hint = ""
         }
         self.init(code, "cannot \(doing) '\(path)': \(cause)\(hint)", cause: cause)

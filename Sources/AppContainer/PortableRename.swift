@@ -28,6 +28,29 @@ package func renameNoReplace(
     if device == nil { RenameFlagSupport.remember(toDirectory) }
 }
 
+/// Finishes a move that `renameNoReplace`'s fallback left half done (ARCHITECTURE.md, "Network and FUSE
+/// filesystems"): when `to` in `toDirectory` and `from` in `fromDirectory` are two names of one file (device and
+/// inode), the crash came between the `link` and the `unlink`, and `from` is unlinked now. Returns whether it was;
+/// false when either name is missing, is a folder, or holds another file. Only a caller whose own record (a journal
+/// intent, a staging name, a log's rotation) says that `from` was being moved to `to` may ask: a foreign hard link
+/// looks the same.
+package func finishInterruptedMove(
+    _ fromDirectory: CInt, _ from: some CStringConvertible, _ toDirectory: CInt, _ to: some CStringConvertible
+) throws(Errno) -> Bool {
+    // The link count is no test: a FUSE client may still hold the count of before the `link` for the old name.
+    guard let source = try fileStatusIfPresent(in: fromDirectory, from), source.kind != .directory,
+        let target = try fileStatusIfPresent(in: toDirectory, to), source.isSameFile(as: target)
+    else { return false }
+    if from.pathBytes == to.pathBytes {
+        // One name, not two: nothing to finish.
+        let fromFolder = FileStatus(try system_fstat(fromDirectory))
+        if fromFolder.isSameFile(as: FileStatus(try system_fstat(toDirectory))) { return false }
+    }
+    try system_unlinkat(fromDirectory, from)
+    try system_refreshAttributes(toDirectory, to)
+    return true
+}
+
 /// The fallback of `renameNoReplace`.
 private func moveWithoutFlags(
     _ fromDirectory: CInt, _ from: some CStringConvertible, _ toDirectory: CInt, _ to: some CStringConvertible
@@ -40,7 +63,10 @@ private func moveWithoutFlags(
         guard source.st_dev == target.st_dev, source.st_ino == target.st_ino else { throw Errno.fileExists }
     } catch .notPermitted, .isDirectory {
         let source = FileStatus(try system_lstatat(fromDirectory, from))
-        guard source.kind == .directory else { throw Errno.notSupported }
+        guard source.kind == .directory else {
+            RenameFlagSupport.refusedLink(toDirectory)
+            throw Errno.notSupported
+        }
         try system_mkdirat(toDirectory, to, mode: 0o700)
         do {
             try system_renameat2(fromDirectory, from, toDirectory, to, [])
@@ -50,6 +76,7 @@ private func moveWithoutFlags(
         }
         return
     } catch .notImplemented {
+        RenameFlagSupport.refusedLink(toDirectory)
         throw Errno.notSupported
     }
     do {
@@ -58,6 +85,10 @@ private func moveWithoutFlags(
         try system_unlinkat(toDirectory, to)
         throw error
     }
+    // The client (bindfs) may keep the new name's attributes from the `link` (two links) for its attribute timeout:
+    // fetched afresh, no process here takes the file for one with another hard link (the Mover's copy path). Moved
+    // all the same should that fail: only the cache stays as it was.
+    try? system_refreshAttributes(toDirectory, to)
 }
 
 /// The devices whose filesystem refuses rename flags, as found by `renameNoReplace` in this process.
@@ -79,6 +110,26 @@ package enum RenameFlagSupport {
         guard let status = try? system_fstat(fd) else { return }
         refusing.withLock { _ = $0.insert(UInt64(status.st_dev)) }
         anyRefusing.store(true, ordering: .releasing)
+    }
+
+    /// The filesystem (`Filesystem.name`) where `link` was refused too, the last time it was in this process: no
+    /// container can live there, and the error of the command says so (`ContainerError(_:doing:path:)`).
+    package static var linkRefusedOn: String? { linkRefusal.withLock { $0 } }
+    private static let linkRefusal = Mutex<String?>(nil)
+
+    /// Notes that the filesystem of the folder `fd` refused `link` as well as rename flags.
+    static func refusedLink(_ fd: CInt) {
+        let name = (try? Filesystem(of: fd).name) ?? "this filesystem"
+        linkRefusal.withLock { $0 = name }
+    }
+
+    /// Whether a move into the folder `fd` may be made by the fallback: its filesystem is known to refuse rename
+    /// flags, or is a network or FUSE filesystem (`Filesystem.pollReason`), as most of those do. Reads the mount
+    /// table: asked once per folder opened, not per move.
+    package static func mayRefuse(_ fd: CInt) -> Bool {
+        if isKnownRefusing(fd) { return true }
+        guard let filesystem = try? Filesystem(of: fd) else { return true }
+        return filesystem.pollReason != nil
     }
 
     /// Whether the filesystem of the folder `fd` is known to refuse rename flags.

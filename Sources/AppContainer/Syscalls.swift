@@ -491,3 +491,12 @@ package func system_statx(_ directory: CInt, _ path: some CStringConvertible) th
     }
     return status
 }
+
+/// `statx` with `AT_STATX_FORCE_SYNC`, its answer unused: the client of a FUSE or network filesystem fetches the
+/// file's attributes afresh and caches them for every process of this host.
+@inline(never)
+package func system_refreshAttributes(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) {
+    try withCPath(path) { path throws(Errno) in
+        _ = try valueOrErrno("statx") { inbox_statx_refresh(directory, path) }
+    }
+}

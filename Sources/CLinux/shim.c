@@ -277,6 +277,11 @@ int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status) {
     return 0;
 }
 
+int inbox_statx_refresh(int dirfd, const char *path) {
+    struct statx raw;
+    return statx(dirfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_NLINK, &raw);
+}
+
 int inbox_filesystem_type(int fd, int64_t *type) {
     struct statfs raw;
     if (fstatfs(fd, &raw) == -1) return -1;

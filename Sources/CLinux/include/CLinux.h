@@ -36,6 +36,9 @@ struct inbox_file_status {
 };
 /// statx(dirfd, path, AT_SYMLINK_NOFOLLOW, basic stats and birth time); an empty path describes dirfd itself.
 int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status);
+/// statx(dirfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC): makes a FUSE or network client fetch the file's
+/// attributes afresh, so that its cache holds them (the link count after a link and an unlink).
+int inbox_statx_refresh(int dirfd, const char *path);
 
 /// fstatfs(2): the type of the filesystem that holds `fd` (`f_type`) in `type`.
 int inbox_filesystem_type(int fd, int64_t *type);

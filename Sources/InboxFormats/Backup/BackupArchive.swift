@@ -105,7 +105,7 @@ public struct BackupArchive: Sendable {
         }
         // A new name, or over a regular file only: never over a device node, a FIFO, a link or a folder.
         do {
-            try system_renameat2(folderFD, temporary, folderFD, name, .noReplace)
+            try renameNoReplace(folderFD, temporary, folderFD, name)
         } catch .fileExists {
             try refuseUnlessReplaceable(name, in: folderFD, shown: shown)
             do {

@@ -53,7 +53,7 @@ enum ClaimedItems {
             let times = try inbox.fileStatus()
             for claim in claims {
                 let visible = try ClashNaming.inbox.firstFree(for: visibleName(claim)) { candidate throws(Errno) in
-                    try system_renameat2(inbox.rawValue, claim, inbox.rawValue, candidate, .noReplace)
+                    try renameNoReplace(inbox.rawValue, claim, inbox.rawValue, candidate)
                 }
                 if let index = report.restored.firstIndex(of: inboxPath + claim.bytes) {
                     report.restored[index] = inboxPath + visible.bytes

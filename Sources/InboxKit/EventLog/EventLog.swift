@@ -282,7 +282,7 @@ public final class EventLog: Sendable {
     /// Under the lock: opens `events.jsonl` (created if missing, reopened after a rotation) and, when the file
     /// is new to this instance or changed since its last append, repairs a torn tail and finds the last seq.
     private func prepareLog(_ writer: inout Writer) throws(ContainerError) -> CInt {
-        let named: FileStatus?
+        var named: FileStatus?
         do {
             named = try fileStatus(in: folder, Self.logName)
         } catch .noSuchFile {
@@ -290,6 +290,7 @@ public final class EventLog: Sendable {
         } catch {
             throw error.failure("open the event log", logPath)
         }
+        if let status = named, status.linkCount > 1, try finishInterruptedRotation() { named = nil }
         let log: CInt
         let size: Int64
         var reopened = false
@@ -371,7 +372,7 @@ public final class EventLog: Sendable {
         let aside: FileName
         do {
             aside = try ClashNaming.inbox.firstFree(for: stamp) { candidate throws(Errno) in
-                try system_renameat2(folder, Self.logName, folder, candidate, .noReplace)
+                try renameNoReplace(folder, Self.logName, folder, candidate)
             }
             try system_fsync(folder)
         } catch {
@@ -451,6 +452,20 @@ public final class EventLog: Sendable {
         return (read.offset, invalidLast)
     }
 
+    /// Under the lock: a rotation made by `link` and `unlink` (ARCHITECTURE.md, "Network and FUSE filesystems") that a
+    /// crash cut between the two left `events.jsonl` a second name of the newest rotated file; that name is unlinked,
+    /// so that no record is written through both. True when it was.
+    private func finishInterruptedRotation() throws(ContainerError) -> Bool {
+        guard let newest = try rotatedFiles().last else { return false }
+        do {
+            guard try finishInterruptedMove(folder, Self.logName, folder, newest.name) else { return false }
+            try system_fsync(folder)
+        } catch {
+            throw error.failure("finish the rotation of the event log", logPath)
+        }
+        return true
+    }
+
     /// Renames the full log to `events.<lastSeq>.jsonl` and deletes the oldest rotated files beyond
     /// `keepRotated`. The records are already written, so a failure here is not reported: the log stays
     /// as it is and the next append tries again.
@@ -458,7 +473,7 @@ public final class EventLog: Sendable {
         do {
             // Set aside durable: no later fsync of the log reaches the file under its new name.
             if writer.unsynced, let log = writer.log?.rawValue { try sync(log, &writer) }
-            try system_renameat2(folder, Self.logName, folder, Self.rotatedName(writer.lastSeq), .noReplace)
+            try renameNoReplace(folder, Self.logName, folder, Self.rotatedName(writer.lastSeq))
         } catch {
             return
         }

@@ -47,7 +47,7 @@ extension ImportIndex {
         do {
             let file = try FileDescriptor(at: folder.rawValue, building, [.readOnly, .noFollow])
             try system_fsync(file.rawValue)
-            try system_renameat2(folder.rawValue, building, folder.rawValue, fileName, .noReplace)
+            try renameNoReplace(folder.rawValue, building, folder.rawValue, fileName)
             try system_fsync(folder.rawValue)
         } catch {
             throw error.failure("rebuild the import index", shown)
@@ -63,11 +63,11 @@ extension ImportIndex {
         do {
             if try present(fileName, in: folder), let name = FileName(stamp) {
                 aside = try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
-                    try system_renameat2(folder, fileName, folder, candidate, .noReplace)
+                    try renameNoReplace(folder, fileName, folder, candidate)
                 }.string
             }
             for suffix in ["-wal", "-shm"] where try present(fileName + suffix, in: folder) {
-                try system_renameat2(folder, fileName + suffix, folder, aside + suffix, .noReplace)
+                try renameNoReplace(folder, fileName + suffix, folder, aside + suffix)
             }
             try system_fsync(folder)
         } catch {

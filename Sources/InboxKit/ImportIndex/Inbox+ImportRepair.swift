@@ -72,6 +72,7 @@ extension Inbox {
             notPlaced.append(part)
             if status.fileID == part.fileID { stale.append(part.staging) }
         }
+        try finishInterruptedRenames(&notPlaced, into: &gone, stale: &stale, in: folder.rawValue)
         var records: [Event] = []
         var delivered: [[UInt8]: [(ordinal: Int, name: FileName?)]] = [:]
         if !gone.isEmpty {
@@ -110,6 +111,31 @@ extension Inbox {
         for staging in stale {
             // Forgotten by the index above: a file no one will place. One left behind is swept later.
             _ = try? system_unlinkat(folder.rawValue, staging)
+        }
+    }
+
+    /// A staging file still there with its inode may also be in the Inbox under its new name: a rename made by `link`
+    /// and `unlink` (ARCHITECTURE.md, "Network and FUSE filesystems") that the crash cut between the two. Such a
+    /// staging name is unlinked, finishing the rename, and its part counted as renamed (`gone`), never as not placed,
+    /// which would place it again.
+    private func finishInterruptedRenames(
+        _ notPlaced: inout [ImportIndex.PlacingPart], into gone: inout [ImportIndex.PlacingPart],
+        stale: inout [FileName], in folder: CInt
+    ) throws(ContainerError) {
+        // Not told by the link count, which a FUSE client may keep from before the `link` for the staging name.
+        let linked = notPlaced.filter { stale.contains($0.staging) }
+        guard !linked.isEmpty else { return }
+        let found = try findByIdentity(Set(linked.map(\.fileID)), in: folder)
+        for part in linked {
+            guard let file = found[part.fileID] else { continue }
+            do {
+                guard try finishInterruptedMove(folder, part.staging, folder, file.name) else { continue }
+            } catch {
+                throw error.failure("finish the delivery of", itemPath(file.name))
+            }
+            notPlaced.removeAll { $0.staging == part.staging }
+            stale.removeAll { $0 == part.staging }
+            gone.append(part)
         }
     }
 

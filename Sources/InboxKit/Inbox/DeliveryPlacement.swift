@@ -120,7 +120,7 @@ extension Inbox {
                     for (index, file) in staged.enumerated() {
                         do throws(Errno) {
                             let final = try ClashNaming.inbox.firstFree(for: file.name) { candidate throws(Errno) in
-                                try system_renameat2(folder, file.staging, folder, candidate, .noReplace)
+                                try renameNoReplace(folder, file.staging, folder, candidate)
                             }
                             placed.append((index, final))
                         } catch {
@@ -166,7 +166,7 @@ extension Inbox {
         var stuck: Set<Int> = []
         for (index, name) in placed {
             do throws(Errno) {
-                try system_renameat2(folder, name, folder, staged[index].staging, .noReplace)
+                try renameNoReplace(folder, name, folder, staged[index].staging)
             } catch {
                 stuck.insert(index)
             }
@@ -174,5 +174,39 @@ extension Inbox {
         // Unsynced, a crash may bring a file back under its name: then it arrives, and nothing is lost.
         _ = try? system_fsync(folder)
         return stuck
+    }
+}
+
+extension Inbox {
+    /// Under the event log's lock, which a placement holds across its renames: a delivery's staging name among
+    /// `names` that shares its file (device and inode) with a visible name is a rename by `link` and `unlink`
+    /// (ARCHITECTURE.md, "Network and FUSE filesystems") that a crash cut between the two. Its staging name is
+    /// unlinked, whatever its age: the file stays, delivered. Returns the staging names unlinked so.
+    func finishInterruptedPlacements(_ names: [FileName], in folder: CInt) throws(ContainerError) -> Set<FileName> {
+        let staging = names.filter(Self.isStagingName)
+        guard !staging.isEmpty else { return [] }
+        var finished: Set<FileName> = []
+        var failure: Errno?
+        try log.appendWhileLocked(
+            { () throws(ContainerError) -> [Event] in
+                do throws(Errno) {
+                    var placed: [FileID: FileName] = [:]
+                    for name in names where !name.isHidden {
+                        if let status = try fileStatusIfPresent(in: folder, name) { placed[status.fileID] = name }
+                    }
+                    for name in staging {
+                        guard let status = try fileStatusIfPresent(in: folder, name),
+                            let visible = placed[status.fileID],
+                            try finishInterruptedMove(folder, name, folder, visible)
+                        else { continue }
+                        finished.insert(name)
+                    }
+                } catch {
+                    failure = error
+                }
+                return []
+            }, undo: {})
+        if let failure { throw failure.failure("finish the deliveries cut short in", container.path(.inbox)) }
+        return finished
     }
 }

@@ -196,16 +196,19 @@ extension Inbox {
         throws(ContainerError) -> [FileName]
     {
         let folder = try container.openFolder(.inbox)
-        var old: [FileName] = []
+        let names: [FileName]
         do {
-            for name in try folder.entries() where Self.isStagingName(name) || Self.isImportStagingName(name) {
-                guard let status = try? fileStatus(in: folder.rawValue, name), status.kind == .regular,
-                    now.seconds - status.modified.seconds > maxAge
-                else { continue }
-                old.append(name)
-            }
+            names = try folder.entries()
         } catch {
             throw error.failure("sweep staging files in", container.path(.inbox))
+        }
+        let finished = try finishInterruptedPlacements(names, in: folder.rawValue)
+        var old: [FileName] = []
+        for name in names where Self.isStagingName(name) || Self.isImportStagingName(name) {
+            guard !finished.contains(name), let status = try? fileStatus(in: folder.rawValue, name),
+                status.kind == .regular, now.seconds - status.modified.seconds > maxAge
+            else { continue }
+            old.append(name)
         }
         let placing =
             old.contains(where: Self.isImportStagingName) ? try ImportIndex.placingStagingNames(of: container) : []

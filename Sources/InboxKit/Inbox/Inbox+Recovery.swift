@@ -117,8 +117,12 @@ extension Inbox {
             }
             guard let moved = found else { return }
             // Renamed: the write bit may not have come back before the crash. Given first, so that a failure leaves
-            // the intent, to be tried again.
+            // the intent, to be tried again. A rename made by `link` and `unlink` (ARCHITECTURE.md, "Network and FUSE
+            // filesystems") may have stopped between the two: the Inbox name still on the file is unlinked first.
             do {
+                if try finishInterruptedMove(inboxFolder.rawValue, intent.name, documents.rawValue, moved) {
+                    try inboxFolder.sync()
+                }
                 try Mover.restoreOwnerWrite(moved, in: documents.rawValue)
             } catch {
                 throw error.failure("finish moving", itemPath(intent.name))

@@ -149,7 +149,7 @@ package struct MoveJournal {
         let stem = FileName.truncated(recordName.bytes, toAtMost: FileName.maxLength - suffix.count)
         let aside = FileName(bytes: stem + suffix).unsafelyUnwrapped
         _ = try ClashNaming.inbox.firstFree(for: aside) { candidate throws(Errno) in
-            try system_renameat2(folder.rawValue, recordName, folder.rawValue, candidate, .noReplace)
+            try renameNoReplace(folder.rawValue, recordName, folder.rawValue, candidate)
         }
     }
 

@@ -106,6 +106,9 @@ package struct Mover {
     /// Gives the owner of `moved` in `documents` the write bit back, opened by name (never through a link), unless it
     /// has another hard link: after a rename that a crash may have cut off from its `fchmod`, too.
     static func restoreOwnerWrite(_ moved: FileName, in documents: CInt) throws(Errno) {
+        // A FUSE client may still hold the link count of a `link` the crash cut off from its `unlink` (ARCHITECTURE.md,
+        // "Network and FUSE filesystems"): read afresh.
+        try system_refreshAttributes(documents, moved)
         let opened = try FileDescriptor(at: documents, moved, [.noFollow, .nonBlocking])
         let status = try opened.fileStatus()
         if status.kind == .regular, status.linkCount == 1 { try opened.restoreOwnerWrite() }

@@ -72,7 +72,7 @@ extension ArrivalPipeline {
             failed.schedule(name, unsettled)
             return
         }
-        if let status, Identity(status) == id {
+        if let status, Identity(status) == id, !(disposition == .move && status.linkCount > 1) {
             failed.remove(name)
             let decided = Decided(name: name, status: status, disposition: disposition)
             if apply(decided, reason: "recovered", to: &records).left { arrived.remove(id) }
@@ -91,9 +91,22 @@ extension ArrivalPipeline {
         }
         // The rename happened before the crash: find the name it took in Documents by its inode, and give it the
         // write bit the crash may have come before. Documents that cannot be read is never taken for "not there".
+        // A rename made by `link` and `unlink` may have stopped between the two (ARCHITECTURE.md, "Network and FUSE
+        // filesystems"): the item's Inbox name, still on the file found, is unlinked, never taken for a hard link
+        // of someone else's and copied. An item with other links that Documents does not hold is moved now.
         let found: FileName?
         do {
             found = try inbox.find(id, in: documents.descriptor, near: name)
+            if let found, status != nil {
+                if try finishInterruptedMove(inboxFolder.rawValue, name, documents.rawValue, found) {
+                    try inboxFolder.sync()
+                }
+            } else if let status, found == nil, Identity(status) == id {
+                failed.remove(name)
+                let decided = Decided(name: name, status: status, disposition: disposition)
+                if apply(decided, reason: "recovered", to: &records).left { arrived.remove(id) }
+                return
+            }
         } catch {
             fail(during: "look in Documents for", name, error, folder: loggedInbox, to: &records)
             failed.schedule(name, unsettled)

@@ -51,6 +51,8 @@ final class ArrivalPipeline {
     /// `Documents/Inbox/` and `Documents/`: how the log names a folder's items, the name to follow.
     let loggedInbox: [UInt8]
     let loggedDocuments: [UInt8]
+    /// Whether a move may be made by `link` and `unlink` here (ARCHITECTURE.md, "Network and FUSE filesystems").
+    let movesMayFallBack: Bool
 
     /// One file ready for its handlers: open read-only, sealed, inspected.
     final class Prepared {
@@ -94,6 +96,7 @@ final class ArrivalPipeline {
         let appName = container.appName
         loggedInbox = Array(Place.inbox.relativePath(appName: appName).utf8) + [0x2F]
         loggedDocuments = Array(Place.documents.relativePath(appName: appName).utf8) + [0x2F]
+        movesMayFallBack = RenameFlagSupport.mayRefuse(documents.rawValue)
         let report = options.report
         var stderrLine: (@Sendable (FileName, String) -> Void)?
         if options.reportsHookStderr {
@@ -270,8 +273,9 @@ final class ArrivalPipeline {
     /// Whether phase 1 is fsynced before anything is applied: before a deletion, which would leave no trace of the
     /// file without its `arrived` record, and before a handler is asked ("Each answer once"). A move into Documents
     /// loses nothing: its `arrived` records are made durable by the fsync of its `moved` records, beside the thread
-    /// that renames (ARCHITECTURE.md, "Group commit across batches").
-    var syncsArrivals: Bool { handlerName != nil || options.onArrival != .move }
+    /// that renames (ARCHITECTURE.md, "Group commit across batches"), unless it may be made by `link` and `unlink`:
+    /// then the `arrived` record is what tells the next start that the Inbox name on a file in Documents is its own.
+    var syncsArrivals: Bool { handlerName != nil || options.onArrival != .move || movesMayFallBack }
 
     /// `arrived` records, each with the disposition on arrival (no handler is asked).
     func appendArrivals(_ batch: [Prepared], to records: inout EncodedEvents) {
