@@ -168,9 +168,18 @@ extension ArrivalPipeline {
         throws(Errno) -> SharedDescriptor?
     {
         let folder = inboxFolder.rawValue
-        let copy = SharedDescriptor(try FileDescriptor(at: folder, ".", [.temporaryFile, .readWrite], mode: 0o444))
+        let copy: SharedDescriptor
+        var named = false
+        do {
+            copy = SharedDescriptor(try FileDescriptor(at: folder, ".", [.temporaryFile, .readWrite], mode: 0o444))
+        } catch .notSupported, .isDirectory, .invalidArgument {
+            // No `O_TMPFILE` (FUSE): the copy is written under its staging name, swept if a crash leaves it.
+            let flags: OpenFlags = [.readWrite, .create, .exclusive, .noFollow]
+            copy = SharedDescriptor(try FileDescriptor(at: folder, staging, flags, mode: 0o444))
+            named = true
+        }
         try copy.descriptor.copyFile(from: file.descriptor, status: status)
-        try system_linkOpenFile(copy.rawValue, folder, staging)
+        if !named { try system_linkOpenFile(copy.rawValue, folder, staging) }
         do {
             try exchange(folder, staging, folder, name, intent: Self.exchangeIntent)
         } catch {
