@@ -8,7 +8,7 @@ import Glibc
 ///    at `old`, the window ARCHITECTURE.md names;
 /// 3. `new` moves to `old`;
 /// 4. the aside moves to `new`, so that `new` holds the old item as an exchange leaves it;
-/// 5. both folders are synced and the intent removed.
+/// 5. both folders are synced and the intent removed; the caller syncs `newFolder`, as after an atomic exchange.
 /// Each move is a `renameNoReplace`. A failure rolls back what was done (`rollBackExchange`) and is thrown; where
 /// the rollback fails too, the intent stays (`isExchangePending`) for the caller's recovery at the next start,
 /// which calls `rollBackExchange`. Which filesystems refuse the flags is remembered per device (`RenameFlagSupport`).
@@ -33,8 +33,8 @@ package func exchange(
         try renameNoReplace(newFolder, new, oldFolder, old)
         try renameNoReplace(newFolder, aside, newFolder, new)
         try system_fsync(oldFolder)
+        if oldFolder != newFolder { try system_fsync(newFolder) }
         try system_unlinkat(newFolder, intent)
-        try system_fsync(newFolder)
     } catch {
         // Rolled back, or the intent stays for the recovery at the next start: either way the error is the answer.
         _ = try? rollBackExchange(newFolder, oldFolder, intent: intent)
