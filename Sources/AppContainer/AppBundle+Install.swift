@@ -38,6 +38,7 @@ extension AppBundle {
         } catch {
             throw error.failure("undo the install cut short in", container.root)
         }
+        Self.sweepStaging(in: state.rawValue)
         let (report, sealed) = try check()
         switch report.state {
         case .broken:
@@ -57,7 +58,6 @@ extension AppBundle {
             break
         }
         try Self.refuseContaining(sourceBytes, root: container.rootBytes)
-        Self.sweepStaging(in: state.rawValue)
         guard let staging = FileName(".inbox-bundle.\(getpid()).\(UInt64.random(in: 0...UInt64.max))"),
             let bundleName = FileName(name)
         else {

@@ -84,9 +84,11 @@ public struct Container: Sendable {
         do {
             root = try system_realpath(path)
             let rootFolder = try FileDescriptor(root, [.directory, .noFollow])
-            // Never someone else's folder (`/`, a home): only an empty one, or a container (made or half made).
+            // Never someone else's folder (`/`, a home): only an empty one, or a container (made or half made, or
+            // with what an install cut short left: `.inbox-bundle…`, which the next install settles).
             foreign = try rootFolder.entries().filter {
                 !layoutNames.contains($0.string) && !$0.string.hasSuffix(".app") && $0 != RestoreSwitch.stagingName
+                    && !$0.string.hasPrefix(".inbox-bundle")
             }
             if foreign.isEmpty { try system_fchmod(rootFolder.rawValue, 0o700) }
         } catch .notDirectory {
