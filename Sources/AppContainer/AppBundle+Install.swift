@@ -71,7 +71,8 @@ extension AppBundle {
         } catch {
             // An exchange whose rollback failed keeps its items for the next install's rollback.
             if (try? isExchangePending(state.rawValue, intent: Self.exchangeIntent)) != false {
-                throw ContainerError(.failure, "cannot install the bundle into '\(path)': \(error); the next install undoes it")
+                throw ContainerError(
+                    .failure, "cannot install the bundle into '\(path)': \(error); the next install undoes it")
             }
             try? FolderWalk.remove(staging, in: state.rawValue, shown: container.root + "/" + staging.string)
             if let error = error as? ContainerError { throw error }

@@ -54,6 +54,10 @@ public struct Container: Sendable {
                 .cannotCreate, "no container at '\(shown)': run 'inbox init' to create one", cause: error)
         }
         let container = Container(rootBytes: root, appName: try findAppName(root: root) ?? "App")
+        // A restore cut short in a two-step exchange may hold the state folder aside until it is settled.
+        if !isContainer(at: root), RestoreSwitch.isCutShortInExchange(container) {
+            try container.settleInterruptedRestore()
+        }
         guard isContainer(at: root) else {
             throw ContainerError(.cannotCreate, "'\(shown)' is not a container: run 'inbox init' to create one")
         }
