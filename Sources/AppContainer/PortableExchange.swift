@@ -9,11 +9,12 @@ import Glibc
 /// 3. `new` moves to `old`;
 /// 4. the aside moves to `new`, so that `new` holds the old item as an exchange leaves it;
 /// 5. both folders are synced and the intent removed; the caller syncs `newFolder`, as after an atomic exchange.
-/// Each move is a `renameNoReplace`. A failure rolls back what was done (`rollBackExchange`) and is thrown; where
+/// Each move is a `renameNoReplace`. A failure rolls back (with `naming`, as `rollBackExchange` does) what was done (`rollBackExchange`) and is thrown; where
 /// the rollback fails too, the intent stays (`isExchangePending`) for the caller's recovery at the next start,
 /// which calls `rollBackExchange`. Which filesystems refuse the flags is remembered per device (`RenameFlagSupport`).
 package func exchange(
-    _ newFolder: CInt, _ new: FileName, _ oldFolder: CInt, _ old: FileName, intent: FileName
+    _ newFolder: CInt, _ new: FileName, _ oldFolder: CInt, _ old: FileName, intent: FileName,
+    naming: ClashNaming? = nil
 ) throws(Errno) {
     if !RenameFlagSupport.isKnownRefusing(newFolder) {
         do {
@@ -37,7 +38,7 @@ package func exchange(
         try system_unlinkat(newFolder, intent)
     } catch {
         // Rolled back, or the intent stays for the recovery at the next start: either way the error is the answer.
-        _ = try? rollBackExchange(newFolder, oldFolder, intent: intent)
+        _ = try? rollBackExchange(newFolder, oldFolder, intent: intent, naming: naming)
         throw error
     }
 }
@@ -66,8 +67,9 @@ package func rollBackExchange(_ newFolder: CInt, _ oldFolder: CInt, intent: File
     }
     let places = [(newFolder, record.new), (oldFolder, record.old), (newFolder, aside)]
     var found = try places.map { place throws(Errno) in try fileStatusIfPresent(in: place.0, place.1) }
+    let folders = found.contains { $0?.kind == .directory && [record.newID, record.oldID].contains($0?.fileID) }
     // A half-done move: the same item under two names keeps the one nearer the rollback's end, and an empty
-    // folder that a `mkdir` made goes.
+    // folder that a `mkdir` made (where the items are folders) goes.
     for (index, status) in found.enumerated() {
         guard let status else { continue }
         let id = status.fileID
@@ -78,7 +80,7 @@ package func rollBackExchange(_ newFolder: CInt, _ oldFolder: CInt, intent: File
                 try system_unlinkat(places[index].0, places[index].1)
                 found[index] = nil
             }
-        } else if status.kind == .directory, index != 1 || found[2]?.fileID == record.oldID {
+        } else if folders, status.kind == .directory, index != 1 || found[2]?.fileID == record.oldID {
             try system_unlinkat(places[index].0, places[index].1, removeDirectory: true)
             found[index] = nil
         }

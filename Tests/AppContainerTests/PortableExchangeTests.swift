@@ -122,6 +122,29 @@ import Testing
         }
     }
 
+    /// Another file took the old name while the old item was aside: rolled back with an Inbox's naming, the old
+    /// item takes the first free name beside it; without, the intent stays and nothing moves.
+    @Test func anOldNameTakenMeanwhileGivesTheOldItemAFreeName() throws {
+        let mount = try FuseMount()
+        let path = mount.mountPoint + "/items"
+        try Self.makeItems(path, folders: false)
+        let folder = try FileDescriptor(folder: path)
+        let ids = try ["new", "old"].map { try status(path + "/" + $0) }.map { "\($0.device) \($0.inode)" }
+        try makeFile(path + "/.exchange", Array(["new", "old", ids[0], ids[1]].map { Array($0.utf8) + [0] }.joined()))
+        #expect(rename(path + "/old", path + "/.exchange.aside") == 0)
+        try makeFile(path + "/old", Array("foreign".utf8))
+        #expect(throws: Errno.fileExists) {
+            try rollBackExchange(folder.rawValue, folder.rawValue, intent: Self.intent)
+        }
+        #expect(exists(mount.backing + "/items/.exchange") && exists(mount.backing + "/items/.exchange.aside"))
+        try rollBackExchange(folder.rawValue, folder.rawValue, intent: Self.intent, naming: .inbox)
+        let names = try FileManager.default.contentsOfDirectory(atPath: mount.backing + "/items").sorted()
+        #expect(names == ["new", "old", "old-1"])
+        #expect(try readFile(mount.backing + "/items/old-1") == Array("old".utf8))
+        #expect(try readFile(mount.backing + "/items/old") == Array("foreign".utf8))
+        #expect(try readFile(mount.backing + "/items/new") == Array("new".utf8))
+    }
+
     @Test func aLocalFilesystemKeepsTheAtomicExchange() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

@@ -181,7 +181,7 @@ extension ArrivalPipeline {
         try copy.descriptor.copyFile(from: file.descriptor, status: status)
         if !named { try system_linkOpenFile(copy.rawValue, folder, staging) }
         do {
-            try exchange(folder, staging, folder, name, intent: Self.exchangeIntent)
+            try exchange(folder, staging, folder, name, intent: Self.exchangeIntent, naming: .inbox)
         } catch {
             // An exchange in two steps whose rollback failed: the next start rolls it back (`recoverInterruptedBatch`).
             if try isExchangePending(folder, intent: Self.exchangeIntent) { throw error }
