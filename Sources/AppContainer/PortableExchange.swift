@@ -9,9 +9,10 @@ import Glibc
 /// 3. `new` moves to `old`;
 /// 4. the aside moves to `new`, so that `new` holds the old item as an exchange leaves it;
 /// 5. both folders are synced and the intent removed; the caller syncs `newFolder`, as after an atomic exchange.
-/// Each move is a `renameNoReplace`. A failure rolls back (with `naming`, as `rollBackExchange` does) what was done (`rollBackExchange`) and is thrown; where
-/// the rollback fails too, the intent stays (`isExchangePending`) for the caller's recovery at the next start,
-/// which calls `rollBackExchange`. Which filesystems refuse the flags is remembered per device (`RenameFlagSupport`).
+/// Each move is a `renameNoReplace`. A failure rolls back what was done (`rollBackExchange`, with `naming`) and is
+/// thrown; where the rollback fails too, the intent stays (`isExchangePending`) for the caller's recovery at the
+/// next start, which calls `rollBackExchange`. Which filesystems refuse the flags is remembered per device
+/// (`RenameFlagSupport`).
 package func exchange(
     _ newFolder: CInt, _ new: FileName, _ oldFolder: CInt, _ old: FileName, intent: FileName,
     naming: ClashNaming? = nil
