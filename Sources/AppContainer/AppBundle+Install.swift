@@ -18,7 +18,10 @@ extension AppBundle {
     /// of file). A `_CodeSignature` folder in `source` is not copied: the seal is written afresh. The copy is
     /// made beside the bundle, sealed (`_CodeSignature/CodeResources`, then every write bit dropped: files
     /// 0444, folders 0555, execute bits kept), synced, and swapped in with one `renameat2(RENAME_EXCHANGE)`,
-    /// so the bundle is either the empty folder or the sealed copy. One-time setup is marked to run again.
+    /// so the bundle is either the empty folder or the sealed copy. Where the filesystem refuses the exchange
+    /// (NFS, SMB, FUSE), it is a journaled two-step rename (`exchange`), and an install cut short in it is rolled
+    /// back by the next install (ARCHITECTURE.md, "Network and FUSE filesystems"). One-time setup is marked to run
+    /// again.
     ///
     /// Over an installed bundle: the same tree (by the seal's hashes) is `.alreadyInstalled`; another one is
     /// refused (77); a broken seal fails with 65. Names must be UTF-8 (65): a property list holds text.
@@ -30,6 +33,12 @@ extension AppBundle {
         let state = try container.openFolder([])
         let lock = try Self.lock(container)
         defer { withExtendedLifetime(lock) {} }
+        do {
+            try rollBackExchange(state.rawValue, state.rawValue, intent: Self.exchangeIntent)
+        } catch {
+            throw error.failure("undo the install cut short in", container.root)
+        }
+        Self.sweepStaging(in: state.rawValue)
         let (report, sealed) = try check()
         switch report.state {
         case .broken:
@@ -49,16 +58,22 @@ extension AppBundle {
             break
         }
         try Self.refuseContaining(sourceBytes, root: container.rootBytes)
-        Self.sweepStaging(in: state.rawValue)
-        guard let staging = FileName(".inbox-bundle.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") else {
+        guard let staging = FileName(".inbox-bundle.\(getpid()).\(UInt64.random(in: 0...UInt64.max))"),
+            let bundleName = FileName(name)
+        else {
             throw ContainerError(.failure, "cannot name a staging folder")
         }
         let resources: Int
         do {
             resources = try sealCopy(of: sourceFolder, source: source, into: staging, in: state.rawValue)
             try Setup.forget(container)
-            try system_renameat2(state.rawValue, staging, state.rawValue, name, .exchange)
+            try exchange(state.rawValue, staging, state.rawValue, bundleName, intent: Self.exchangeIntent)
         } catch {
+            // An exchange whose rollback failed keeps its items for the next install's rollback.
+            if (try? isExchangePending(state.rawValue, intent: Self.exchangeIntent)) != false {
+                throw ContainerError(
+                    .failure, "cannot install the bundle into '\(path)': \(error); the next install undoes it")
+            }
             try? FolderWalk.remove(staging, in: state.rawValue, shown: container.root + "/" + staging.string)
             if let error = error as? ContainerError { throw error }
             if let error = error as? Errno { throw error.failure("install the bundle into", path) }
@@ -145,6 +160,9 @@ extension AppBundle {
             throw ContainerError(.refused, "'\(shown)' holds the container '\(shownRoot)': it cannot be its bundle")
         }
     }
+
+    /// The intent of an exchange made in two steps, in the container root.
+    static let exchangeIntent = FileName(".inbox-bundle-exchange").unsafelyUnwrapped
 
     /// Removes staging folders that an interrupted install left in the container root.
     private static func sweepStaging(in root: CInt) {

@@ -54,6 +54,10 @@ public struct Container: Sendable {
                 .cannotCreate, "no container at '\(shown)': run 'inbox init' to create one", cause: error)
         }
         let container = Container(rootBytes: root, appName: try findAppName(root: root) ?? "App")
+        // A restore cut short in a two-step exchange may hold the state folder aside until it is settled.
+        if !isContainer(at: root), RestoreSwitch.isCutShortInExchange(container) {
+            try container.settleInterruptedRestore()
+        }
         guard isContainer(at: root) else {
             throw ContainerError(.cannotCreate, "'\(shown)' is not a container: run 'inbox init' to create one")
         }
@@ -84,9 +88,11 @@ public struct Container: Sendable {
         do {
             root = try system_realpath(path)
             let rootFolder = try FileDescriptor(root, [.directory, .noFollow])
-            // Never someone else's folder (`/`, a home): only an empty one, or a container (made or half made).
+            // Never someone else's folder (`/`, a home): only an empty one, or a container (made or half made, or
+            // with what an install cut short left: `.inbox-bundle…`, which the next install settles).
             foreign = try rootFolder.entries().filter {
                 !layoutNames.contains($0.string) && !$0.string.hasSuffix(".app") && $0 != RestoreSwitch.stagingName
+                    && !$0.string.hasPrefix(".inbox-bundle")
             }
             if foreign.isEmpty { try system_fchmod(rootFolder.rawValue, 0o700) }
         } catch .notDirectory {

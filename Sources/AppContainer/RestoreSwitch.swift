@@ -5,7 +5,9 @@ import Glibc
 /// A restore is extracted into `.inbox-restore` at the container root: on the container's filesystem, outside the
 /// places (no cleanup purges it), holding a `Documents` and a `Library` of its own. Once they are whole and synced,
 /// `switch` is written in it, naming the two staged folders by device and inode; each is exchanged with the
-/// container's (`renameat2(RENAME_EXCHANGE)`); removing `switch` commits. A `switch` found later belongs to a switch
+/// container's (`renameat2(RENAME_EXCHANGE)`, or where the filesystem refuses it a two-step rename journaled in
+/// `exchange` in the staging folder, rolled back first when cut short: `exchange`, ARCHITECTURE.md, "Network and
+/// FUSE filesystems"); removing `switch` commits. A `switch` found later belongs to a switch
 /// cut short: each folder it names that is in place is swapped back, and the container is as it was. What is left
 /// in the staging folder, an unfinished extraction or the container's old folders, is then removed. One restore at
 /// a time: a restore holds `flock` on the container root, and another waits for it.
@@ -13,6 +15,8 @@ package final class RestoreSwitch {
     /// The staging folder, at the container root.
     package static let stagingName = FileName(".inbox-restore").unsafelyUnwrapped
     static let markerName = FileName("switch").unsafelyUnwrapped
+    /// The intent of an exchange made in two steps, in the staging folder.
+    static let exchangeIntent = FileName("exchange").unsafelyUnwrapped
     /// The folders a restore replaces, each whole.
     static let switched = ["Documents", "Library"].map { FileName($0).unsafelyUnwrapped }
 
@@ -23,6 +27,12 @@ package final class RestoreSwitch {
     package var stagingPath: [UInt8] { Self.stagingPath(container) }
 
     static func stagingPath(_ container: Container) -> [UInt8] { container.rootBytes + [0x2F] + stagingName.bytes }
+
+    /// Whether a restore was cut short in a two-step exchange, which may have moved a folder of the container aside.
+    static func isCutShortInExchange(_ container: Container) -> Bool {
+        let path = stagingPath(container) + [0x2F] + exchangeIntent.bytes
+        return (try? fileStatusIfPresent(in: currentDirectory, path)) != nil
+    }
 
     /// Takes the restore lock, waiting for a restore under way to end, and settles what a restore cut short left: a
     /// switch is swapped back, the staging folder removed.
@@ -90,7 +100,7 @@ package final class RestoreSwitch {
             doing = "switch in the restored folders of"
             try staging.replaceFile(Self.markerName, with: Array(marker.utf8), mode: 0o600)
             for name in Self.switched {
-                try system_renameat2(staging.rawValue, name, root.rawValue, name, .exchange)
+                try exchange(staging.rawValue, name, root.rawValue, name, intent: Self.exchangeIntent)
                 exchanged.append(name)
             }
             try system_unlinkat(staging.rawValue, Self.markerName)
@@ -111,12 +121,18 @@ package final class RestoreSwitch {
     private func swapBack(_ exchanged: [FileName], _ staging: borrowing FileDescriptor, after failure: ContainerError)
         -> ContainerError
     {
+        let later = "the next command that opens it does"
         do throws(Errno) {
+            // An exchange cut short whose rollback failed too: the next command rolls it back, then swaps back.
+            if try isExchangePending(staging.rawValue, intent: Self.exchangeIntent) {
+                let note = "; cannot undo the exchange cut short yet: \(later)"
+                return ContainerError(failure.code, failure.message + note, cause: failure.cause)
+            }
             for name in exchanged.reversed() {
-                try system_renameat2(staging.rawValue, name, root.rawValue, name, .exchange)
+                try exchange(staging.rawValue, name, root.rawValue, name, intent: Self.exchangeIntent)
             }
         } catch {
-            let note = "; cannot swap the old folders back yet (\(error)): the next command that opens it does"
+            let note = "; cannot swap the old folders back yet (\(error)): \(later)"
             return ContainerError(failure.code, failure.message + note, cause: failure.cause)
         }
         return discarding(after: failure)
@@ -152,11 +168,16 @@ package final class RestoreSwitch {
             } catch {
                 throw failure(error)
             }
+            do {
+                try rollBackExchange(staging.rawValue, root, intent: exchangeIntent)
+            } catch {
+                throw failure(error)
+            }
             if let staged = try readMarker(staging.rawValue, container) {
                 do {
                     for (name, id) in staged where Self.switched.contains(name) {
                         if try fileStatus(in: root, name).fileID == id {
-                            try system_renameat2(staging.rawValue, name, root, name, .exchange)
+                            try exchange(staging.rawValue, name, root, name, intent: exchangeIntent)
                         }
                     }
                     try system_fsync(root)

@@ -11,10 +11,14 @@ extension ArrivalPipeline {
 
     /// Loads the checkpoint, replays the log after it, and finishes dispositions a crash interrupted or a
     /// failure left: an item logged `arrived` for a move that the log does not show as `moved` is moved now,
-    /// or, when the rename had happened, found in Documents and logged. A deletion cut short goes back first.
+    /// or, when the rename had happened, found in Documents and logged. A private copy's exchange cut short is
+    /// rolled back, and a deletion cut short goes back, first.
     func recoverInterruptedBatch() throws(ContainerError) {
         var putBack = EncodedEvents()
         do {
+            // A private copy cut short in its two-step exchange: the shared file goes back to its name.
+            try rollBackExchange(
+                inboxFolder.rawValue, inboxFolder.rawValue, intent: Self.exchangeIntent, naming: .inbox)
             for (name, error) in try mover.restoreInterruptedDeletions() {
                 fail(during: "put back an interrupted deletion", name, error, folder: loggedInbox, to: &putBack)
             }

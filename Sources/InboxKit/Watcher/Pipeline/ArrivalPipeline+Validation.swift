@@ -135,9 +135,13 @@ extension ArrivalPipeline {
         return Prepared(name: name, file: file, status: status, inspection: inspection)
     }
 
+    /// The intent of a private copy's exchange made in two steps, in the Inbox (a dot-name: never an arrival).
+    static let exchangeIntent = FileName(".inbox-exchange").unsafelyUnwrapped
+
     /// Replaces a file that shares its inode with another (a hard link) by a private copy, so that sealing
-    /// and moving never reach the other name. The swap is atomic (`RENAME_EXCHANGE`); if another file took
-    /// the name meanwhile, that file is put back under a free name, never lost.
+    /// and moving never reach the other name. The swap is atomic (`RENAME_EXCHANGE`), or on a filesystem that
+    /// refuses it a journaled two-step rename (`exchange`; ARCHITECTURE.md, "Network and FUSE filesystems"); if
+    /// another file took the name meanwhile, that file is put back under a free name, never lost.
     private func makePrivate(_ name: FileName, file: SharedDescriptor, status: FileStatus)
         throws(ContainerError) -> Prepared?
     {
@@ -164,12 +168,23 @@ extension ArrivalPipeline {
         throws(Errno) -> SharedDescriptor?
     {
         let folder = inboxFolder.rawValue
-        let copy = SharedDescriptor(try FileDescriptor(at: folder, ".", [.temporaryFile, .readWrite], mode: 0o444))
-        try copy.descriptor.copyFile(from: file.descriptor, status: status)
-        try system_linkOpenFile(copy.rawValue, folder, staging)
+        let copy: SharedDescriptor
+        var named = false
         do {
-            try system_renameat2(folder, staging, folder, name, .exchange)
+            copy = SharedDescriptor(try FileDescriptor(at: folder, ".", [.temporaryFile, .readWrite], mode: 0o444))
+        } catch .notSupported, .isDirectory, .invalidArgument {
+            // No `O_TMPFILE` (FUSE): the copy is written under its staging name, swept if a crash leaves it.
+            let flags: OpenFlags = [.readWrite, .create, .exclusive, .noFollow]
+            copy = SharedDescriptor(try FileDescriptor(at: folder, staging, flags, mode: 0o444))
+            named = true
+        }
+        try copy.descriptor.copyFile(from: file.descriptor, status: status)
+        if !named { try system_linkOpenFile(copy.rawValue, folder, staging) }
+        do {
+            try exchange(folder, staging, folder, name, intent: Self.exchangeIntent, naming: .inbox)
         } catch {
+            // An exchange in two steps whose rollback failed: the next start rolls it back (`recoverInterruptedBatch`).
+            if try isExchangePending(folder, intent: Self.exchangeIntent) { throw error }
             try system_unlinkat(folder, staging)  // our copy, not swapped in
             if error == .noSuchFile { return nil }
             throw error
