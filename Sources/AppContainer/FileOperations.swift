@@ -38,6 +38,12 @@ extension FileDescriptor {
     /// Reads this folder one name at a time (without `.` and `..`) until `body` returns false, so that
     /// a folder of any size is read in constant memory.
     package func forEachEntry(_ body: (FileName) throws(Errno) -> Bool) throws(Errno) {
+        try forEachEntryAndInode { name, _, _ throws(Errno) in try body(name) }
+    }
+
+    /// `forEachEntry`, with each entry's inode and `d_type` as the folder lists them (`DT_UNKNOWN` where the
+    /// filesystem does not say), read without a look at the entry.
+    package func forEachEntryAndInode(_ body: (FileName, UInt64, UInt8) throws(Errno) -> Bool) throws(Errno) {
         let copy = try system_openat(rawValue, ".", [.directory])
         let stream: OpaquePointer
         do {
@@ -53,7 +59,7 @@ extension FileDescriptor {
                 Array(raw.prefix(while: { $0 != 0 }))
             }
             guard let name = FileName(bytes: bytes), !name.isDotOrDotDot else { continue }
-            if try !body(name) { return }
+            if try !body(name, UInt64(entry.pointee.d_ino), entry.pointee.d_type) { return }
         }
     }
 

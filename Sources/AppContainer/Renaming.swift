@@ -100,7 +100,7 @@ package func checkedRenameWithStatus(
     expected: FileID
 ) throws(Errno) -> (name: FileName, status: FileStatus)? {
     let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
-        try system_renameat2(folder, name, target, candidate, .noReplace)
+        try renameNoReplace(folder, name, target, candidate)
     }
     let status: FileStatus
     do {
@@ -123,7 +123,7 @@ package func putBack(_ current: FileName, from source: CInt, into folder: CInt, 
     -> FileName
 {
     try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
-        try system_renameat2(source, current, folder, candidate, .noReplace)
+        try renameNoReplace(source, current, folder, candidate)
     }
 }
 

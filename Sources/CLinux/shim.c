@@ -255,8 +255,12 @@ int inbox_seccomp_deny_metadata_changes(void) {
 }
 
 int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status) {
+    return inbox_statx_sync(dirfd, path, 0, status);
+}
+
+int inbox_statx_sync(int dirfd, const char *path, int force_sync, struct inbox_file_status *status) {
     struct statx raw;
-    int flags = AT_SYMLINK_NOFOLLOW | (path[0] == 0 ? AT_EMPTY_PATH : 0);
+    int flags = AT_SYMLINK_NOFOLLOW | (path[0] == 0 ? AT_EMPTY_PATH : 0) | (force_sync ? AT_STATX_FORCE_SYNC : 0);
     if (statx(dirfd, path, flags, STATX_BASIC_STATS | STATX_BTIME, &raw) == -1) return -1;
     status->device = makedev(raw.stx_dev_major, raw.stx_dev_minor);
     status->inode = raw.stx_ino;
