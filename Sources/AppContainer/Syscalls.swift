@@ -214,6 +214,13 @@ package func system_readdir(_ stream: OpaquePointer) throws(Errno) -> UnsafeMuta
     return nil
 }
 
+/// `getdents64`: the next entries of the open folder `fd`, as `struct linux_dirent64` records, into `buffer`; 0 at the
+/// folder's end. Without glibc's folder stream, whose `fdopendir` costs an `fstat` and `fcntl`s each time.
+@inline(never)
+package func system_getdents64(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+    try valueOrErrno("getdents64") { inbox_getdents64(fd, buffer.baseAddress, buffer.count) }
+}
+
 /// Never retried, like `close`: the stream is let go whatever it returns.
 @inline(never)
 package func system_closedir(_ stream: OpaquePointer) throws(Errno) {

@@ -309,3 +309,7 @@ int inbox_catch_signal_to_pipe(int signal, int write_fd, struct sigaction *previ
     action.sa_flags = SA_RESTART;
     return sigaction(signal, &action, previous);
 }
+
+long inbox_getdents64(int fd, void *buffer, size_t length) {
+    return syscall(SYS_getdents64, fd, buffer, length);
+}

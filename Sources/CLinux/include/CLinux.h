@@ -37,6 +37,8 @@ struct inbox_file_status {
 /// statx(dirfd, path, AT_SYMLINK_NOFOLLOW, basic stats and birth time); an empty path describes dirfd itself.
 int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status);
 /* inbox_statx, with AT_STATX_FORCE_SYNC where force_sync: a network or FUSE client asks the server (fresh attributes). */
+/* getdents64(2): the next entries of the open folder fd as struct linux_dirent64 records; 0 at its end. */
+long inbox_getdents64(int fd, void *buffer, size_t length);
 int inbox_statx_sync(int dirfd, const char *path, int force_sync, struct inbox_file_status *status);
 
 /// fstatfs(2): the type of the filesystem that holds `fd` (`f_type`) in `type`.

@@ -67,11 +67,7 @@ final class InboxPoll {
             folder = status.fileID
             entries = [:]
         }
-        var listed: [(name: FileName, inode: UInt64, type: UInt8)] = []
-        try inbox.forEachEntryAndInode { name, inode, type throws(Errno) in
-            listed.append((name, inode, type))
-            return true
-        }
+        let listed = try inbox.entriesAndInodes()
         let names = Set(listed.map(\.name))
         // The inodes of dot-names listed last time and gone now: a new name holding one came by rename.
         var renamedAway: Set<UInt64> = []
