@@ -233,9 +233,10 @@ final class WatchSession {
         var polled: [FileName] = []
         if let poll, ContinuousClock.now >= poll.nextPoll {
             polled = pollInbox(poll)
-            // A polled Inbox unchanged and nothing else due: the turn costs the poll alone.
-            if polled.isEmpty, announced, !watcher.options.once, !watcher.queue.hasWork,
-                ContinuousClock.now < dueBesidesPoll
+            // A polled Inbox unchanged and nothing else due or awaited (the syncer's answers, a stop): the turn costs
+            // the poll alone (ARCHITECTURE.md, "Network and FUSE filesystems").
+            if polled.isEmpty, announced, !watcher.options.once, !watcher.queue.hasWork, !watcher.queue.isStopped,
+                pipeline.group.waitingForSyncer == 0, ContinuousClock.now < dueBesidesPoll
             {
                 return true
             }
