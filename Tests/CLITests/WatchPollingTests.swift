@@ -39,6 +39,35 @@ import Testing
         #expect(text.stdoutText.contains("filesystem fuse.sshfs: polling"), "\(text.stdoutText)")
     }
 
+    /// `watch --root` on a bindfs mount: each container's Inbox polled in the pool's turns; a remote file is moved
+    /// into Documents once, beside a local delivery into another container.
+    @Test func aFleetOnAFuseMountMovesRemoteFilesOnce() throws {
+        let mount = try FuseMount()
+        let root = mount.mountPoint + "/apps"
+        for name in ["a", "b"] {
+            #expect(try InboxProcess.run("--container", root + "/" + name, "init").status == 0)
+        }
+        let fleet = try InboxProcess.start(
+            ["watch", "--root", root, "--on-arrival", "move", "--poll-interval", "0.2", "--settle", "0.5"].map {
+                Array($0.utf8)
+            })
+        defer { _ = fleet.terminate() }
+        for name in ["a", "b"] {
+            #expect(waitUntil(timeout: 30) { !logRecords(root + "/" + name, event: "rescan").isEmpty })
+        }
+        try Data("remote\n".utf8).write(to: URL(fileURLWithPath: mount.backing + "/apps/b/Documents/Inbox/r.txt"))
+        // This host's write through the mount (inotify sees it), renamed in from beside the Inbox: `deliver` on
+        // bindfs needs the rename fallback of the other moves.
+        try Data("local\n".utf8).write(to: URL(fileURLWithPath: root + "/a/Documents/l.txt.part"))
+        #expect(rename(root + "/a/Documents/l.txt.part", root + "/a/Documents/Inbox/l.txt") == 0)
+        #expect(waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: root + "/b/Documents/r.txt") })
+        #expect(waitUntil(timeout: 30) { FileManager.default.fileExists(atPath: root + "/a/Documents/l.txt") })
+        #expect(waitUntil(timeout: 30) { logRecords(root + "/b", event: "moved").count == 1 })
+        #expect(logRecords(root + "/b", event: "arrived").count == 1)
+        #expect(logRecords(root + "/b", event: "watch-started").last?["polling"] as? String == "fuse")
+        #expect(fleet.terminate() == 0)
+    }
+
     @Test func pollIntervalAndSettleTakeSecondsAboveZero() throws {
         let folder = try TemporaryFolder()
         let container = try folder.container()
