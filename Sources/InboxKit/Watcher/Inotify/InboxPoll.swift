@@ -31,9 +31,10 @@ final class InboxPoll {
     let reason: String
     let interval: Duration
     let settle: Duration
-    /// The interval once the Inbox has been idle for `idleAfter`: nothing listed changed and nothing settling.
-    static let idleInterval: Duration = .seconds(30)
-    static let idleAfter: Duration = .seconds(300)
+    /// The interval once the Inbox has been idle for `idleAfter` (5 minutes): nothing listed changed and nothing
+    /// settling.
+    let idleInterval: Duration
+    let idleAfter: Duration
 
     private var entries: [FileName: Entry] = [:]
     /// The folder read last: another (the Inbox replaced and reopened) starts the entries afresh.
@@ -44,15 +45,20 @@ final class InboxPoll {
     /// Whether some name is still settling (`watch --once` waits for it, as for a file being written).
     private(set) var isSettling = false
 
-    init(reason: String, interval: Duration, settle: Duration) {
+    init(
+        reason: String, interval: Duration, settle: Duration, idleInterval: Duration = .seconds(30),
+        idleAfter: Duration = .seconds(300)
+    ) {
         self.reason = reason
         self.interval = interval
         self.settle = settle
+        self.idleInterval = idleInterval
+        self.idleAfter = idleAfter
     }
 
     /// The interval in force now.
     var currentInterval: Duration {
-        !isSettling && ContinuousClock.now - lastChange >= Self.idleAfter ? max(interval, Self.idleInterval) : interval
+        !isSettling && ContinuousClock.now - lastChange >= idleAfter ? max(interval, idleInterval) : interval
     }
 
     /// Polls the Inbox open as `inbox`; returns the names ready to be handed on. Identities in `arrived` are items
