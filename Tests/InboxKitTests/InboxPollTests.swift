@@ -77,7 +77,7 @@ import Testing
             reason: "test", interval: .milliseconds(10), settle: .zero, idleInterval: .seconds(30),
             idleAfter: .milliseconds(200))
         _ = try poll.poll(folder.descriptor, arrived: [])
-        #expect(poll.nextPoll - .now <= .milliseconds(10))
+        #expect(poll.nextPoll - .now < .seconds(1))
         #expect(
             waitUntil(seconds: 10) {
                 _ = try? poll.poll(folder.descriptor, arrived: [])
@@ -85,6 +85,6 @@ import Testing
             })
         try makeFile(path + "/new.txt", Array("x".utf8))
         _ = try poll.poll(folder.descriptor, arrived: [])
-        #expect(poll.nextPoll - .now <= .milliseconds(10))
+        #expect(poll.nextPoll - .now < .seconds(1))
     }
 }
