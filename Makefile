@@ -131,6 +131,8 @@ $(STATIC_CXX)/libstdc++.so:
 bench-tools:
 	@command -v inotifywait >/dev/null 2>&1 || { echo "Installing inotify-tools"; \
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y inotify-tools; }
+	@command -v strace >/dev/null 2>&1 || { echo "Installing strace (the polled row)"; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y strace; }
 	@command -v cc >/dev/null 2>&1 || { echo "make bench needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
 
 bench-mail-tools:

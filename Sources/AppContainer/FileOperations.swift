@@ -57,6 +57,32 @@ extension FileDescriptor {
         }
     }
 
+    /// Every entry of this folder (without `.` and `..`) with its inode and `d_type` as the folder lists them
+    /// (`DT_UNKNOWN` where the filesystem does not say), read afresh (the folder opened again) with `getdents64` into
+    /// one buffer: an open, the reads and a close, no more (the poll of a network filesystem's Inbox, ARCHITECTURE.md,
+    /// "Network and FUSE filesystems").
+    package func entriesAndInodes() throws(Errno) -> [(name: FileName, inode: UInt64, type: UInt8)] {
+        let copy = try FileDescriptor(owning: system_openat(rawValue, ".", [.directory]))
+        var entries: [(name: FileName, inode: UInt64, type: UInt8)] = []
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32_768, alignment: 8)
+        defer { buffer.deallocate() }
+        while true {
+            let count = try system_getdents64(copy.rawValue, into: buffer)
+            if count == 0 { return entries }
+            var offset = 0
+            // struct linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), d_name (NUL-terminated).
+            while offset < count {
+                let inode = buffer.load(fromByteOffset: offset, as: UInt64.self)
+                let length = Int(buffer.load(fromByteOffset: offset + 16, as: UInt16.self))
+                guard length > 19, offset + length <= count else { throw .ioError }  // never from a sound kernel
+                let type = buffer[offset + 18]
+                let name = buffer[(offset + 19)..<(offset + length)].prefix { $0 != 0 }
+                if let name = FileName(bytes: Array(name)), !name.isDotOrDotDot { entries.append((name, inode, type)) }
+                offset += length
+            }
+        }
+    }
+
     /// The regular files below this folder and their bytes, with the walk (ARCHITECTURE.md, "Walks and removal"),
     /// never following a symbolic link and at most `maxDepth` folders deep; the names in `leavingOut` at its top are
     /// left out. `onError` is the walk's error policy; `shown` names this folder in its messages.

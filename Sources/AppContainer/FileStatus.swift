@@ -80,6 +80,12 @@ package struct FileStatus: Sendable, Equatable {
 extension FileDescriptor {
     /// The status of the open file, from `statx` (with the birth time, unlike `status()`).
     package func fileStatus() throws(Errno) -> FileStatus { FileStatus(try system_statx(rawValue, "")) }
+
+    /// The status of the open file as the server has it, past a network or FUSE client's attribute cache
+    /// (ARCHITECTURE.md, "Network and FUSE filesystems").
+    package func freshFileStatus() throws(Errno) -> FileStatus {
+        FileStatus(try system_statx(rawValue, "", fresh: true))
+    }
 }
 
 /// The status of `name` in the folder `directory`, never following a symbolic link.

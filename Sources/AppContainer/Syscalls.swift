@@ -214,6 +214,13 @@ package func system_readdir(_ stream: OpaquePointer) throws(Errno) -> UnsafeMuta
     return nil
 }
 
+/// `getdents64`: the next entries of the open folder `fd`, as `struct linux_dirent64` records, into `buffer`; 0 at the
+/// folder's end. Without glibc's folder stream, whose `fdopendir` costs an `fstat` and `fcntl`s each time.
+@inline(never)
+package func system_getdents64(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+    try valueOrErrno("getdents64") { inbox_getdents64(fd, buffer.baseAddress, buffer.count) }
+}
+
 /// Never retried, like `close`: the stream is let go whatever it returns.
 @inline(never)
 package func system_closedir(_ stream: OpaquePointer) throws(Errno) {
@@ -482,12 +489,15 @@ package func system_seccomp_deny_metadata_changes() throws(Errno) {
 }
 
 /// `statx` with `AT_SYMLINK_NOFOLLOW` (a link is described, never followed), asking for the basic fields and the
-/// birth time; an empty `path` describes `directory` itself (`AT_EMPTY_PATH`).
+/// birth time; an empty `path` describes `directory` itself (`AT_EMPTY_PATH`). `fresh`: `AT_STATX_FORCE_SYNC`, so
+/// that a network or FUSE client asks the server rather than its attribute cache.
 @inline(never)
-package func system_statx(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) -> inbox_file_status {
+package func system_statx(_ directory: CInt, _ path: some CStringConvertible, fresh: Bool = false) throws(Errno)
+    -> inbox_file_status
+{
     var status = inbox_file_status()
     try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno("statx") { inbox_statx(directory, path, &status) }
+        _ = try valueOrErrno("statx") { inbox_statx_sync(directory, path, fresh ? 1 : 0, &status) }
     }
     return status
 }

@@ -255,8 +255,12 @@ int inbox_seccomp_deny_metadata_changes(void) {
 }
 
 int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status) {
+    return inbox_statx_sync(dirfd, path, 0, status);
+}
+
+int inbox_statx_sync(int dirfd, const char *path, int force_sync, struct inbox_file_status *status) {
     struct statx raw;
-    int flags = AT_SYMLINK_NOFOLLOW | (path[0] == 0 ? AT_EMPTY_PATH : 0);
+    int flags = AT_SYMLINK_NOFOLLOW | (path[0] == 0 ? AT_EMPTY_PATH : 0) | (force_sync ? AT_STATX_FORCE_SYNC : 0);
     if (statx(dirfd, path, flags, STATX_BASIC_STATS | STATX_BTIME, &raw) == -1) return -1;
     status->device = makedev(raw.stx_dev_major, raw.stx_dev_minor);
     status->inode = raw.stx_ino;
@@ -309,4 +313,8 @@ int inbox_catch_signal_to_pipe(int signal, int write_fd, struct sigaction *previ
     sigemptyset(&action.sa_mask);
     action.sa_flags = SA_RESTART;
     return sigaction(signal, &action, previous);
+}
+
+long inbox_getdents64(int fd, void *buffer, size_t length) {
+    return syscall(SYS_getdents64, fd, buffer, length);
 }

@@ -98,4 +98,13 @@ package struct Arguments {
         }
         return value
     }
+
+    /// The value of `key` as seconds above zero, a fraction allowed (`0.5`); nil when absent.
+    func seconds(_ key: String) throws(ContainerError) -> Duration? {
+        guard let text = string(key) else { return nil }
+        guard let value = Double(text), value.isFinite, value > 0, value <= 86_400, text.first?.isNumber == true else {
+            throw ContainerError(.usage, "'\(key)' needs a number of seconds above 0 (at most 86400), not '\(text)'")
+        }
+        return .nanoseconds(Int64((value * 1e9).rounded()))
+    }
 }

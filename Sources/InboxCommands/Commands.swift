@@ -179,7 +179,7 @@ struct WatchCommand: Command {
     static let abstract = "Watch the Inbox: seal, log and hand over each arrival (one watcher per container)."
     static let usage =
         "watch [--root DIR] [--on-arrival keep|move] [--exec CMD] [--hook-timeout SECONDS] [--jobs N] [--once]"
-        + " [--no-clean] [--verbose|--format FMT] [-0]"
+        + " [--no-clean] [--poll-interval SECONDS] [--settle SECONDS] [--single-host] [--verbose|--format FMT] [-0]"
     static let options = [
         (
             "--root DIR",
@@ -202,6 +202,18 @@ struct WatchCommand: Command {
         ),
         ("--no-clean", "never apply the cleanup policy (by default at the start, then hourly; see inbox clean)"),
         (
+            "--poll-interval SECONDS",
+            "on a network or FUSE filesystem (NFS, SMB, sshfs, ...), where another host's writes raise no inotify event, scan the Inbox this often (default 2, backing off to 30 after 5 idle minutes); a local filesystem is never polled"
+        ),
+        (
+            "--settle SECONDS",
+            "a polled file arrives once its size and times held still this long (default 2), or at once when renamed in from a dot-name"
+        ),
+        (
+            "--single-host",
+            "start where the watcher's lock does not reach other hosts (sshfs, rclone, NFS with nolock or local_lock): no other host watches this container"
+        ),
+        (
             "--verbose",
             "print a line when each arrival arrives and one when its disposition is applied, as --format '\(WatchFormat.verbose)'; ends when the reader of stdout is gone. Each line a --exec command writes on stderr is printed on stderr too, as 'hook for NAME: LINE'"
         ),
@@ -210,8 +222,10 @@ struct WatchCommand: Command {
         ("FMT", WatchFormat.directives.map { "\($0.0) \($0.1)" }.joined(separator: "; ")),
     ]
     static let spec = Arguments.Spec(
-        flags: ["--once", "--no-clean", "--verbose", "-0"],
-        valued: ["--root", "--on-arrival", "--exec", "--hook-timeout", "--jobs", "--format"])
+        flags: ["--once", "--no-clean", "--single-host", "--verbose", "-0"],
+        valued: [
+            "--root", "--on-arrival", "--exec", "--hook-timeout", "--jobs", "--format", "--poll-interval", "--settle",
+        ])
     static let servesSeveralContainers = true
 
     static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
@@ -230,6 +244,9 @@ struct WatchCommand: Command {
         }
         options.once = arguments.flags.contains("--once")
         if arguments.flags.contains("--no-clean") { options.cleanInterval = nil }
+        if let interval = try arguments.seconds("--poll-interval") { options.pollInterval = interval }
+        if let settle = try arguments.seconds("--settle") { options.settle = settle }
+        options.singleHost = arguments.flags.contains("--single-host")
         options.report = { Output.problem($0) }
         options.reportsHookStderr = arguments.flags.contains("--verbose")
         options.streamsArrivals = false  // the lines of --format come from onSettled

@@ -41,7 +41,8 @@ extension WatchCommand {
     static var valueCompletions: [String: ArgumentCompletion] {
         [
             "--root": .folders, "--on-arrival": .words([Disposition.keep, .move].map(\.rawValue)), "--exec": .command,
-            "--hook-timeout": .nothing, "--jobs": .nothing, "--format": .nothing,
+            "--hook-timeout": .nothing, "--jobs": .nothing, "--format": .nothing, "--poll-interval": .nothing,
+            "--settle": .nothing,
         ]
     }
 }

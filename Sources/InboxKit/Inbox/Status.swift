@@ -32,6 +32,9 @@ package struct ContainerStatus: Sendable {
     /// `max_queued_events`, `max_user_watches` and `max_user_instances` from `/proc/sys/fs/inotify/`; nil where
     /// unreadable.
     package let inotifyLimits: [(name: String, value: Int?)]
+    /// The filesystem of the Inbox: whether the watcher polls it, and the mount's cache options (ARCHITECTURE.md,
+    /// "Network and FUSE filesystems"); nil where the Inbox cannot be opened.
+    package let filesystem: Filesystem?
 
     /// Reads the status of `container` now: its log, its watcher lock and a walk of every place.
     package static func read(_ container: Container) throws(ContainerError) -> ContainerStatus {
@@ -52,9 +55,10 @@ package struct ContainerStatus: Sendable {
                     .flatMap { Int($0.trimmingWhitespace) }
             )
         }
+        let filesystem = try? Filesystem(of: container.openFolder(.inbox))
         return ContainerStatus(
             rootBytes: container.rootBytes, watcherPID: WatcherLock.holder(of: container), places: places,
-            overflows: overflows, lastScan: lastScan, inotifyLimits: limits)
+            overflows: overflows, lastScan: lastScan, inotifyLimits: limits, filesystem: filesystem)
     }
 
     /// Files and bytes below `path`, never following a symbolic link; the names `skipping` and `stopAt` at its top
@@ -98,6 +102,13 @@ package struct ContainerStatus: Sendable {
             "places": .object(places),
             "inotify": .object(limits),
         ]
+        if let filesystem {
+            fields["filesystem"] = .object([
+                "type": .string(filesystem.name), "polling": filesystem.pollReason.map { .string($0) } ?? .null,
+                "cache_options": .array(filesystem.cacheOptions.map { .string($0) }),
+                "advice": Self.cacheAdvice(filesystem).map { .string($0) } ?? .null,
+            ])
+        }
         // A root that is not UTF-8 also comes exact, as paths do in the log (`<key>_b64`).
         if String(validating: rootBytes, as: UTF8.self) == nil {
             fields["container_b64"] = .string(Data(rootBytes).base64EncodedString())
@@ -121,7 +132,26 @@ package struct ContainerStatus: Sendable {
         lines.append(
             "inotify    "
                 + inotifyLimits.map { "\($0.name)=\($0.value.map(String.init) ?? "?")" }.joined(separator: " "))
+        if let filesystem {
+            let cache =
+                filesystem.cacheOptions.isEmpty ? "" : ", cache \(filesystem.cacheOptions.joined(separator: ","))"
+            lines.append(
+                "filesystem \(filesystem.name)"
+                    + (filesystem.pollReason.map {
+                        ": polling (\($0): another host's writes raise no inotify event)"
+                    } ?? ": inotify, never polled") + cache)
+            if let advice = Self.cacheAdvice(filesystem) { lines.append("           \(advice)") }
+        }
         return lines.joined(separator: "\n")
+    }
+
+    /// On NFS, arrivals wait up to `acdirmax` (60 s by default) for the client's cached folder: the advice to mount
+    /// with `lookupcache=positive,acdirmax=2`, unless it is so mounted.
+    static func cacheAdvice(_ filesystem: Filesystem) -> String? {
+        guard filesystem.name.hasPrefix("nfs") else { return nil }
+        let options = Set(filesystem.options)
+        guard !options.contains("lookupcache=positive") || !options.contains("acdirmax=2") else { return nil }
+        return "advice: mount with lookupcache=positive,acdirmax=2, so that other hosts' files arrive within seconds"
     }
 
     /// `1 file`, `2 files`, `0 files`.

@@ -30,6 +30,9 @@ final class WatchSession {
     /// (`.blocking`), which wakes for `syncDue` on time. A pooled session's turn may wait behind other
     /// containers' work, and its settling with it: its records are made durable by the syncer's append.
     private let groupsCommits: Bool
+    /// The filesystem of the Inbox, and its poll where inotify does not see other hosts' writes there.
+    private let filesystem: Filesystem
+    private let poll: InboxPoll?
     /// Whether the session is the process's one watcher (`.blocking`), which tells systemd its state; a pooled one
     /// leaves that to its `WatcherFleet`.
     private let notifiesSystemd: Bool
@@ -52,6 +55,16 @@ final class WatchSession {
         let options = watcher.options
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
         try AppBundle(container: inbox.container).checkSeal()
+        filesystem = try Self.filesystem(of: inbox)
+        if let reason = filesystem.localLockReason, !options.singleHost {
+            throw ContainerError(
+                .usage,
+                "'\(inbox.container.root)' is on \(filesystem.name) (\(reason)), where the watcher's lock does not reach"
+                    + " other hosts: start it with --single-host if no other host watches this container")
+        }
+        poll = filesystem.pollReason.map {
+            InboxPoll(reason: $0, interval: options.pollInterval, settle: options.settle)
+        }
         let lock = try WatcherLock(container: inbox.container)
         self.lock = lock
         watcher.lock.withLock { $0 = lock }
@@ -120,15 +133,46 @@ final class WatchSession {
     }
 
     /// Logs `watch-started` (once the Inbox is watched, before the start-up scan, so that nothing
-    /// delivered after the record can be missed), tells systemd (a session of its own) and says so.
+    /// delivered after the record can be missed), tells systemd (a session of its own) and says so. A polled Inbox's
+    /// record says `polling` (why: the filesystem) and the mount's `cache_options`.
     private func announce() throws(ContainerError) {
         let inbox = watcher.inbox
         let onArrival = watcher.options.onArrival.rawValue
-        try inbox.log.append(
-            Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(onArrival)]), durable: true)
+        var record = Event(.watchStarted, ["pid": .int(Int64(getpid())), "on_arrival": .string(onArrival)])
+        var polling = ""
+        if let poll {
+            let cache = filesystem.cacheOptions.joined(separator: ",")
+            record.fields += [("polling", .string(poll.reason)), ("cache_options", .string(cache))]
+            polling = "; polling every \(poll.interval): \(poll.reason)" + (cache.isEmpty ? "" : ", \(cache)")
+        }
+        try inbox.log.append(record, durable: true)
         announced = true
         if notifiesSystemd { SystemdNotify.send("READY=1") }
-        watcher.report("watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(onArrival))")
+        watcher.report(
+            "watching \(inbox.container.path(.inbox)) (pid \(getpid()), on arrival: \(onArrival)\(polling))")
+    }
+
+    /// The filesystem that holds the Inbox (ARCHITECTURE.md, "Network and FUSE filesystems").
+    private static func filesystem(of inbox: Inbox) throws(ContainerError) -> Filesystem {
+        let folder = try inbox.container.openFolder(.inbox)
+        do {
+            return try Filesystem(of: folder)
+        } catch {
+            throw error.failure("tell the filesystem of", inbox.container.path(.inbox))
+        }
+    }
+
+    /// Polls the Inbox (ARCHITECTURE.md, "Network and FUSE filesystems"); returns the names that settled. A failure
+    /// (the folder replaced, an I/O error) asks for a rescan, which reopens the folder and fails with the reason where
+    /// it cannot read it.
+    private func pollInbox(_ poll: InboxPoll) -> [FileName] {
+        do {
+            return try poll.poll(pipeline.inboxFolder.descriptor, arrived: pipeline.arrived)
+        } catch {
+            watcher.queue.requestRescan("poll")
+            if error != Errno(rawValue: ESTALE) { watcher.report("cannot poll the Inbox: \(error); rescanning it") }
+            return []
+        }
     }
 
     deinit {
@@ -163,8 +207,13 @@ final class WatchSession {
     /// When the session wants a turn though nothing is queued: the next retry or periodic scan (`once`: within a
     /// second, to see whether what it waits for is written).
     var nextWake: ContinuousClock.Instant {
-        let due = min(nextRescan, pipeline.nextRetry ?? nextRescan, pipeline.group.syncDue ?? nextRescan)
+        let due = min(dueBesidesPoll, poll?.nextPoll ?? dueBesidesPoll)
         return watcher.options.once ? min(due, .now + .seconds(1)) : due
+    }
+
+    /// The next retry, periodic scan or fsync due.
+    private var dueBesidesPoll: ContinuousClock.Instant {
+        min(nextRescan, pipeline.nextRetry ?? nextRescan, pipeline.group.syncDue ?? nextRescan)
     }
 
     /// One turn: up to a batch of the names queued, the retries due, then a scan when one is asked for or due.
@@ -181,6 +230,17 @@ final class WatchSession {
     }
 
     private func takeTurn(giveWay: () -> Bool) throws(ContainerError) -> Bool {
+        var polled: [FileName] = []
+        if let poll, ContinuousClock.now >= poll.nextPoll {
+            polled = pollInbox(poll)
+            // A polled Inbox unchanged and nothing else due or awaited (the syncer's answers, a stop): the turn costs
+            // the poll alone (ARCHITECTURE.md, "Network and FUSE filesystems").
+            if polled.isEmpty, announced, !watcher.options.once, !watcher.queue.hasWork, !watcher.queue.isStopped,
+                pipeline.group.waitingForSyncer == 0, ContinuousClock.now < dueBesidesPoll
+            {
+                return true
+            }
+        }
         try checkLock()
         let news = hub.news.withLock { $0 }
         if let failure = news.failure { throw failure }
@@ -193,6 +253,7 @@ final class WatchSession {
         if let due = pipeline.group.syncDue, ContinuousClock.now >= due { try syncAndSettle() }
         var batch = queue.take(limit: options.maxBatch)
         batch.names += try pipeline.dueRetries()
+        batch.names += polled
         let reason = try handleQueued(batch) ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
         if let reason, !queue.isStopped {
             var gaveWay = false
@@ -203,7 +264,11 @@ final class WatchSession {
                     if queue.isStopped { return true }
                     gaveWay = mayGiveWay && giveWay()
                     return gaveWay
-                }, handle: { names throws(ContainerError) in try handle(names, more: true) },
+                },
+                handle: { names throws(ContainerError) in
+                    // On a polled Inbox, a name arrives once the poll has seen it settle.
+                    try handle(poll?.admitted(names) ?? names, more: true)
+                },
                 finish: finishPrepared)
             // A scan that stopped early leaves its last batch under preparation.
             try finishPrepared()
@@ -227,7 +292,8 @@ final class WatchSession {
         if queue.isStopped { return false }
         // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
         if options.once && !queue.hasWork
-            && (pipeline.busy.isEmpty || ContinuousClock.now > started + Watcher.onceWaitForWriters)
+            && (pipeline.busy.isEmpty && poll?.isSettling != true
+                || ContinuousClock.now > started + Watcher.onceWaitForWriters)
         {
             return false
         }
@@ -322,7 +388,12 @@ final class WatchSession {
         let state = lock.state
         // Stopped, only the batch in hand is finished, and `close` writes where the lock file still has a name:
         // a container renamed away is closed in place.
-        if state == .held || (state == .moved && watcher.queue.isStopped) { return }
+        if state == .held || (state == .moved && watcher.queue.isStopped) {
+            // Where other hosts write, the lock is a lease: taken again before each batch.
+            guard poll != nil, let failure = lock.relockFailure else { return }
+            watcher.lostLock.store(true, ordering: .relaxed)
+            throw failure
+        }
         watcher.lostLock.store(true, ordering: .relaxed)
         throw lock.lostError
     }

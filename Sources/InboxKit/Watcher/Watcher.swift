@@ -19,6 +19,16 @@ public struct WatchOptions: Sendable {
     public var once = false
     /// How often the whole Inbox is scanned even when no event says so.
     public var rescanInterval: Duration = .seconds(300)
+    /// How often an Inbox on a network or FUSE filesystem is polled for what other hosts write there (backing off to
+    /// 30 s after 5 idle minutes); an Inbox on a local filesystem is never polled (ARCHITECTURE.md, "Network and FUSE
+    /// filesystems"). `watch --poll-interval`; package-wide only, as `settle`.
+    package var pollInterval: Duration = .seconds(2)
+    /// How long a polled entry must hold still (its size, modification and change times) before it arrives
+    /// (`watch --settle`; package-wide only: the public API is kept under its limit, and the defaults serve a library).
+    package var settle: Duration = .seconds(2)
+    /// Whether the watcher may start where its lock does not reach other hosts (sshfs, rclone, `nolock`,
+    /// `local_lock=`): the user vouches that no watcher on another host serves the container.
+    public var singleHost = false
     /// How often the cleanup policy (ARCHITECTURE.md, "Cleanup") is applied on a thread of its own, first at the start;
     /// nil: never.
     public var cleanInterval: Duration? = .seconds(3600)

@@ -76,6 +76,22 @@ package final class WatcherLock: @unchecked Sendable {
     /// Whether the name still holds the locked file, and whether that file still has a name.
     var state: State { Self.state(of: file.rawValue, named: path) }
 
+    /// Takes the `flock` again, which changes nothing while it is held. Across hosts (NFS, SMB) the lock lasts as
+    /// long as its lease: one that ran out fails with `EIO` or `ENOLCK` (ARCHITECTURE.md, "Network and FUSE
+    /// filesystems"). The failure (75) of a watcher that no longer holds it, or nil.
+    var relockFailure: ContainerError? {
+        do {
+            try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
+            return nil
+        } catch {
+            return ContainerError(
+                .busy,
+                "cannot hold the watcher lock '\(String(decoding: path, as: UTF8.self))' (\(error)): a watcher on another"
+                    + " host may take the container, so this one stops; start it again",
+                cause: error)
+        }
+    }
+
     /// The failure of a watcher whose lock is no longer held (exit status 75, never logged in the container).
     var lostError: ContainerError {
         ContainerError(
