@@ -1,5 +1,12 @@
 import Glibc
 
+/// An entry as its folder lists it: the name, the inode and `d_type` (`DT_UNKNOWN` where the filesystem does not say).
+package struct FolderEntry: Sendable {
+    package let name: FileName
+    package let inode: UInt64
+    package let type: UInt8
+}
+
 extension FileDescriptor {
     /// Writes `bytes` as the file `name` in this folder, atomically and durably: under a temporary name beside
     /// it (unique, `.<name>.<pid>.<random>`, unless `temporary` names one), fsynced, renamed over `name`, and
@@ -28,8 +35,8 @@ extension FileDescriptor {
     /// The names in this folder, without `.` and `..`, in no particular order.
     package func entries() throws(Errno) -> [FileName] {
         var names: [FileName] = []
-        try forEachEntry { name throws(Errno) in
-            names.append(name)
+        try forEachListed { entry throws(Errno) in
+            names.append(entry.name)
             return true
         }
         return names
@@ -38,37 +45,30 @@ extension FileDescriptor {
     /// Reads this folder one name at a time (without `.` and `..`) until `body` returns false, so that
     /// a folder of any size is read in constant memory.
     package func forEachEntry(_ body: (FileName) throws(Errno) -> Bool) throws(Errno) {
-        let copy = try system_openat(rawValue, ".", [.directory])
-        let stream: OpaquePointer
-        do {
-            stream = try system_fdopendir(copy)
-        } catch {
-            try? system_close(copy)
-            throw error
-        }
-        // A stream that fails to close is let go all the same, and reading a folder changed nothing to lose.
-        defer { try? system_closedir(stream) }
-        while let entry = try system_readdir(stream) {
-            let bytes = withUnsafeBytes(of: &entry.pointee.d_name) { raw in
-                Array(raw.prefix(while: { $0 != 0 }))
-            }
-            guard let name = FileName(bytes: bytes), !name.isDotOrDotDot else { continue }
-            if try !body(name) { return }
-        }
+        try forEachListed { entry throws(Errno) in try body(entry.name) }
     }
 
-    /// Every entry of this folder (without `.` and `..`) with its inode and `d_type` as the folder lists them
-    /// (`DT_UNKNOWN` where the filesystem does not say), read afresh (the folder opened again) with `getdents64` into
-    /// one buffer: an open, the reads and a close, no more (the poll of a network filesystem's Inbox, ARCHITECTURE.md,
-    /// "Network and FUSE filesystems").
-    package func entriesAndInodes() throws(Errno) -> [(name: FileName, inode: UInt64, type: UInt8)] {
+    /// Every entry of this folder (without `.` and `..`) with its inode and type as the folder lists them.
+    package func entriesAndInodes() throws(Errno) -> [FolderEntry] {
+        var entries: [FolderEntry] = []
+        try forEachListed { entry throws(Errno) in
+            entries.append(entry)
+            return true
+        }
+        return entries
+    }
+
+    /// The one folder reader: reads this folder afresh (opened again, so from its start) with `getdents64`, an entry at
+    /// a time (without `.` and `..`) until `body` returns false. Constant memory, and no more than an open, the reads
+    /// and a close (a poll of a network filesystem's Inbox costs that: ARCHITECTURE.md, "Network and FUSE
+    /// filesystems").
+    package func forEachListed(_ body: (FolderEntry) throws(Errno) -> Bool) throws(Errno) {
         let copy = try FileDescriptor(owning: system_openat(rawValue, ".", [.directory]))
-        var entries: [(name: FileName, inode: UInt64, type: UInt8)] = []
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 32_768, alignment: 8)
         defer { buffer.deallocate() }
         while true {
             let count = try system_getdents64(copy.rawValue, into: buffer)
-            if count == 0 { return entries }
+            if count == 0 { return }
             var offset = 0
             // struct linux_dirent64: d_ino (8 bytes), d_off (8), d_reclen (2), d_type (1), d_name (NUL-terminated).
             while offset < count {
@@ -77,8 +77,9 @@ extension FileDescriptor {
                 guard length > 19, offset + length <= count else { throw .ioError }  // never from a sound kernel
                 let type = buffer[offset + 18]
                 let name = buffer[(offset + 19)..<(offset + length)].prefix { $0 != 0 }
-                if let name = FileName(bytes: Array(name)), !name.isDotOrDotDot { entries.append((name, inode, type)) }
                 offset += length
+                guard let name = FileName(bytes: Array(name)), !name.isDotOrDotDot else { continue }
+                if try !body(FolderEntry(name: name, inode: inode, type: type)) { return }
             }
         }
     }

@@ -4,7 +4,7 @@ import CLinux
 import Glibc
 
 // One Swift function per system call, for this package only. Each reads errno right after the call and
-// throws it as `Errno`; all but `close` and `closedir` retry on EINTR. Each first asks `plannedFault`
+// throws it as `Errno`; all but `close` retry on EINTR. Each first asks `plannedFault`
 // (SyscallFaults.swift) under a stable name, so tests can make any call fail.
 
 /// The current folder, as a sentinel for the `*at` calls.
@@ -197,36 +197,11 @@ package func system_futimens(_ fd: CInt, accessed: timespec, modified: timespec)
     _ = try valueOrErrno("futimens") { futimens(fd, times) }
 }
 
-@inline(never)
-package func system_fdopendir(_ fd: CInt) throws(Errno) -> OpaquePointer {
-    if let fault = plannedFault("fdopendir") { throw fault }
-    guard let stream = fdopendir(fd) else { throw Errno.current }
-    return stream
-}
-
-/// The next entry of a folder stream, or nil at its end.
-@inline(never)
-package func system_readdir(_ stream: OpaquePointer) throws(Errno) -> UnsafeMutablePointer<dirent>? {
-    if let fault = plannedFault("readdir") { throw fault }
-    errno = 0
-    if let entry = readdir(stream) { return entry }
-    if errno != 0 { throw Errno.current }
-    return nil
-}
-
 /// `getdents64`: the next entries of the open folder `fd`, as `struct linux_dirent64` records, into `buffer`; 0 at the
 /// folder's end. Without glibc's folder stream, whose `fdopendir` costs an `fstat` and `fcntl`s each time.
 @inline(never)
 package func system_getdents64(_ fd: CInt, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
     try valueOrErrno("getdents64") { inbox_getdents64(fd, buffer.baseAddress, buffer.count) }
-}
-
-/// Never retried, like `close`: the stream is let go whatever it returns.
-@inline(never)
-package func system_closedir(_ stream: OpaquePointer) throws(Errno) {
-    let fault = plannedFault("closedir")
-    if closedir(stream) == -1 { throw Errno.current }
-    if let fault { throw fault }
 }
 
 @inline(never)
@@ -409,7 +384,7 @@ package func system_waitpid(_ pid: pid_t) throws(Errno) -> CInt {
 }
 
 /// `pthread_create`, with default attributes when `attributes` is nil; it returns its error rather than setting errno.
-/// Retried on EINTR like every call of this layer but `close` and `closedir` (POSIX says it never returns it; a test
+/// Retried on EINTR like every call of this layer but `close` (POSIX says it never returns it; a test
 /// may inject it).
 @inline(never)
 package func system_pthread_create(
@@ -497,7 +472,7 @@ package func system_statx(_ directory: CInt, _ path: some CStringConvertible, fr
 {
     var status = inbox_file_status()
     try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno("statx") { inbox_statx_sync(directory, path, fresh ? 1 : 0, &status) }
+        _ = try valueOrErrno("statx") { inbox_statx(directory, path, fresh ? 1 : 0, &status) }
     }
     return status
 }
@@ -506,7 +481,5 @@ package func system_statx(_ directory: CInt, _ path: some CStringConvertible, fr
 /// file's attributes afresh and caches them for every process of this host.
 @inline(never)
 package func system_refreshAttributes(_ directory: CInt, _ path: some CStringConvertible) throws(Errno) {
-    try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno("statx") { inbox_statx_refresh(directory, path) }
-    }
+    _ = try system_statx(directory, path, fresh: true)
 }

@@ -254,11 +254,7 @@ int inbox_seccomp_deny_metadata_changes(void) {
 #endif
 }
 
-int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status) {
-    return inbox_statx_sync(dirfd, path, 0, status);
-}
-
-int inbox_statx_sync(int dirfd, const char *path, int force_sync, struct inbox_file_status *status) {
+int inbox_statx(int dirfd, const char *path, int force_sync, struct inbox_file_status *status) {
     struct statx raw;
     int flags = AT_SYMLINK_NOFOLLOW | (path[0] == 0 ? AT_EMPTY_PATH : 0) | (force_sync ? AT_STATX_FORCE_SYNC : 0);
     if (statx(dirfd, path, flags, STATX_BASIC_STATS | STATX_BTIME, &raw) == -1) return -1;
@@ -279,11 +275,6 @@ int inbox_statx_sync(int dirfd, const char *path, int force_sync, struct inbox_f
     status->owner = raw.stx_uid;
     status->group = raw.stx_gid;
     return 0;
-}
-
-int inbox_statx_refresh(int dirfd, const char *path) {
-    struct statx raw;
-    return statx(dirfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC, STATX_NLINK, &raw);
 }
 
 int inbox_filesystem_type(int fd, int64_t *type) {

@@ -10,6 +10,10 @@ import Testing
 @Suite struct CrashPointTests {
     static let killed: Int32 = 128 + SIGKILL
 
+    /// For `watch --once` on a polled Inbox (bindfs), which waits for what it lists to hold still for `--settle`
+    /// (2 s): the files of a round are whole before it starts, and a sweep runs it hundreds of times.
+    static let quickPoll = ["--poll-interval", "0.05", "--settle", "0.05"]
+
     /// Runs `round(N)` for N = 1, 2, … until the command it runs is no longer killed; returns how many were.
     static func everyCrashPoint(_ label: String, _ round: (Int) throws -> Bool) throws -> Int {
         var crashes = 0
@@ -59,7 +63,9 @@ import Testing
                 return false
             }
             // The next start settles the journal.
-            #expect(try InboxProcess.run("--container", container, "watch", "--once").status == 0)
+            let start = ["--container", container, "watch", "--once"] + Self.quickPoll
+            let settle = try InboxProcess.run(start.map { Array($0.utf8) })
+            #expect(settle.status == 0, "\(settle.stderr)")
             Self.expectOnce(container, bytes: bytes, call: call)
             if hardLinked {
                 #expect(FileManager.default.contents(atPath: base + "/other.pdf") == Data(bytes.utf8))
@@ -92,7 +98,7 @@ import Testing
             try Self.write(base + "/other.txt", "hard-linked")
             if !onFuse { #expect(link(base + "/other.txt", inbox + "/c.txt") == 0) }
             try Self.write(inbox + "/d/inside.txt", "in a folder")
-            let arguments = ["--container", container, "watch", "--once", "--on-arrival", "move"]
+            let arguments = ["--container", container, "watch", "--once", "--on-arrival", "move"] + Self.quickPoll
             let watch = try InboxProcess.run(
                 arguments.map { Array($0.utf8) }, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
             guard watch.status == Self.killed else {

@@ -154,7 +154,7 @@ import Testing
     /// next start leaves the item there once, a private copy.
     @Test func aWatcherKilledAtAnyCallOfAPrivateCopyOnTheMountKeepsTheItemOnce() throws {
         let mount = try FuseMount()
-        let arguments = ["watch", "--once", "--on-arrival", "keep"]
+        let arguments = ["watch", "--once", "--on-arrival", "keep"] + CrashPointTests.quickPoll
         let points = try CrashPointTests.everyCrashPoint("inbox watch (private copy) on FUSE") { call in
             let container = try Self.hardLinkedArrival(mount, "c\(call)")
             defer {

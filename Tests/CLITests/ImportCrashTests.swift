@@ -133,7 +133,8 @@ import Testing
         let placing = try placingRecords(container) > 0
         // Half the crashes are repaired by a watcher's start, half by the import of another message.
         if call % 2 == 0 {
-            let watch = try InboxProcess.run("--container", container, "watch", "--once", "--on-arrival", "keep")
+            let arguments = ["--container", container, "watch", "--once", "--on-arrival", "keep"]
+            let watch = try InboxProcess.run((arguments + CrashPointTests.quickPoll).map { Array($0.utf8) })
             #expect(watch.status == 0, "call \(call): \(watch.stderr)")
             // Its repair comes before its start-up scan: each repaired record before the file's `arrived`.
             let records = logRecords(container)

@@ -77,13 +77,13 @@ func expectClearError(
         "\(plan.summary): unclear error: \(error.message)", sourceLocation: sourceLocation)
 }
 
-/// An injected EINTR is retried by every wrapper but `close` and `closedir`: the operation must succeed.
+/// An injected EINTR is retried by every wrapper but `close`: the operation must succeed.
 func expectRetriedInterrupt(
     _ outcome: Result<Void, any Error>, _ plan: SyscallFaultPlan, sourceLocation: SourceLocation = #_sourceLocation
 ) {
-    let unretried = ["close", "closedir"]
+    let unretried = ["close"]
     guard plan.error == .interrupted, let injected = plan.injected, !unretried.contains(injected.name) else { return }
-    if case .failure(let error) = outcome, !["readdir", "fdopendir", "realpath", "getcwd"].contains(injected.name) {
+    if case .failure(let error) = outcome, !["realpath", "getcwd"].contains(injected.name) {
         Issue.record("\(plan.summary): EINTR was not retried: \(error)", sourceLocation: sourceLocation)
     }
 }

@@ -88,3 +88,34 @@ import Testing
         #expect(poll.nextPoll - .now < .seconds(1))
     }
 }
+
+extension InboxPollTests {
+    /// Reads of the folder (`getdents64` calls) that one poll makes.
+    private func reads(_ poll: InboxPoll, _ folder: SharedDescriptor) throws -> Int {
+        let counting = SyscallFaultPlan(only: "getdents64")
+        try counting.run { _ = try poll.poll(folder.descriptor, arrived: []) }
+        return counting.calls.count
+    }
+
+    /// An unchanged Inbox is read until a read was made a `stampTick` after its stamp was first seen (a change in the
+    /// same tick as another leaves the stamp as it was); then a poll costs the `fstat` alone, until the stamp moves.
+    @Test func anUnchangedInboxIsNotReadAgainOnceAReadIsCompleteForItsStamp() throws {
+        let (path, folder) = try folder()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let poll = InboxPoll(
+            reason: "test", interval: .milliseconds(10), settle: .zero, stampTick: .seconds(1))
+        try makeFile(path + "/a.txt", Array("a".utf8))
+        let seen = ContinuousClock.now
+        #expect(try reads(poll, folder) > 0)
+        // Within the stamp's tick, every poll reads.
+        while ContinuousClock.now - seen < .milliseconds(500) { #expect(try reads(poll, folder) > 0) }
+        #expect(
+            waitUntil(seconds: 10) {
+                ContinuousClock.now - seen > .milliseconds(1_200) && (try? reads(poll, folder)) == 0
+            })
+        #expect(try reads(poll, folder) == 0)
+        try makeFile(path + "/b.txt", Array("b".utf8))
+        #expect(try reads(poll, folder) > 0)
+        #expect(try poll.poll(folder.descriptor, arrived: []) == [try name("b.txt")])
+    }
+}

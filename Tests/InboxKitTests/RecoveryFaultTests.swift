@@ -116,21 +116,21 @@ import Testing
     /// swept by the move's own sweep, `MoveFaultTests`) and EINTR apart (the syscall layer retries it).
     static let errors = [EIO, EINTR].map(Errno.init)
 
-    /// The bug this suite was written for: a walk of Documents that fails (a `readdir` after every name a clash would
+    /// The bug this suite was written for: a walk of Documents that fails (a `getdents64` after every name a clash would
     /// give was looked at) was taken for "never renamed", the intent ended, and the item left in Documents with no
     /// `moved` record. Now the intent is kept, the failure logged and reported, and the next try logs the move.
     @Test func aWalkOfDocumentsThatFailsKeepsTheIntent() throws {
-        let counting = SyscallFaultPlan(only: "readdir")
+        let counting = SyscallFaultPlan(only: "getdents64")
         let countingWorld = try Self.crash(at: .renamedAndRenamedAgain)
         _ = counting.run { countingWorld.scratch.inbox.recoverInterruptedMoves() }
         countingWorld.scratch.remove()
         var keptByTheWalk = 0
-        // The journal's own `readdir` calls come first: each call in turn, the walk's among them.
+        // The journal's own `getdents64` calls come first: each call in turn, the walk's among them.
         for index in 1...max(1, counting.calls.count) {
             let world = try Self.crash(at: .renamedAndRenamedAgain)
             defer { world.scratch.remove() }
             let scratch = world.scratch
-            let plan = SyscallFaultPlan(failing: index, only: "readdir", with: .ioError)
+            let plan = SyscallFaultPlan(failing: index, only: "getdents64", with: .ioError)
             let reports = Mutex<[String]>([])
             let unlogged = plan.run {
                 scratch.inbox.recoverInterruptedMoves { error in reports.withLock { $0.append(error.message) } }
@@ -149,7 +149,7 @@ import Testing
             #expect(scratch.inbox.recoverInterruptedMoves().isEmpty)
             try Self.expectSettled(world, plan, when: "at the next try")
         }
-        #expect(keptByTheWalk >= 1, "no failed walk kept the intent: \(counting.calls.count) readdir calls")
+        #expect(keptByTheWalk >= 1, "no failed walk kept the intent: \(counting.calls.count) getdents64 calls")
     }
 
     /// After the faulty recovery: the item is still there; a `moved` record names a file that is there; an intent
@@ -189,7 +189,7 @@ import Testing
     /// An injected EINTR is retried, and a recovery so interrupted ends as a clean one does.
     private static func expectRetried(_ world: World, _ plan: SyscallFaultPlan) {
         guard plan.error == .interrupted, let injected = plan.injected,
-            !["close", "closedir", "readdir", "fdopendir"].contains(injected.name)
+            !["close"].contains(injected.name)
         else { return }
         #expect(
             (try? world.scratch.journalEntries().isEmpty) == true, "\(plan.summary): EINTR was not retried")

@@ -73,7 +73,7 @@ import Testing
     /// with no `moved` record, and nothing looked for it again. Now the failure is logged, the move kept pending in
     /// the checkpoint, and the next start logs it.
     @Test func aWalkOfDocumentsThatFailsLeavesTheMoveForTheNextStart() throws {
-        let counting = SyscallFaultPlan(only: "readdir")
+        let counting = SyscallFaultPlan(only: "getdents64")
         let countingWorld = try Self.crash(at: .renamedAndRenamedAgain)
         try counting.run { try WatcherFaultTests.watchOnce(countingWorld.scratch.inbox) }
         countingWorld.scratch.remove()
@@ -81,7 +81,7 @@ import Testing
         for index in 1...max(1, counting.calls.count) {
             let world = try Self.crash(at: .renamedAndRenamedAgain)
             defer { world.scratch.remove() }
-            let plan = SyscallFaultPlan(failing: index, only: "readdir", with: .ioError)
+            let plan = SyscallFaultPlan(failing: index, only: "getdents64", with: .ioError)
             let outcome = Result { try plan.run { try WatcherFaultTests.watchOnce(world.scratch.inbox) } }
             expectClearError(outcome, plan)
             let errors = try world.scratch.inbox.log.records(kinds: [.error])
@@ -94,7 +94,7 @@ import Testing
             try WatcherFaultTests.watchOnce(world.scratch.inbox)
             try Self.expectFinished(world, plan)
         }
-        #expect(failedInTheWalk >= 1, "no failed walk: \(counting.calls.count) readdir calls")
+        #expect(failedInTheWalk >= 1, "no failed walk: \(counting.calls.count) getdents64 calls")
     }
 
     /// The item once, in the Inbox or Documents; arrived once; at most one `moved` record, naming a file there.

@@ -34,15 +34,11 @@ struct inbox_file_status {
     uint32_t changed_nanoseconds;
     uint32_t owner, group;
 };
-/// statx(dirfd, path, AT_SYMLINK_NOFOLLOW, basic stats and birth time); an empty path describes dirfd itself.
-int inbox_statx(int dirfd, const char *path, struct inbox_file_status *status);
-/// statx(dirfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_FORCE_SYNC): makes a FUSE or network client fetch the file's
-/// attributes afresh, so that its cache holds them (the link count after a link and an unlink).
-int inbox_statx_refresh(int dirfd, const char *path);
+/// statx(dirfd, path, AT_SYMLINK_NOFOLLOW, basic stats and birth time); an empty path describes dirfd itself. With
+/// force_sync, AT_STATX_FORCE_SYNC: a network or FUSE client asks the server, and its cache then holds the answer.
+int inbox_statx(int dirfd, const char *path, int force_sync, struct inbox_file_status *status);
 /* getdents64(2): the next entries of the open folder fd as struct linux_dirent64 records; 0 at its end. */
 long inbox_getdents64(int fd, void *buffer, size_t length);
-/* inbox_statx, with AT_STATX_FORCE_SYNC where force_sync: a network or FUSE client asks the server (fresh attributes). */
-int inbox_statx_sync(int dirfd, const char *path, int force_sync, struct inbox_file_status *status);
 
 /// fstatfs(2): the type of the filesystem that holds `fd` (`f_type`) in `type`.
 int inbox_filesystem_type(int fd, int64_t *type);

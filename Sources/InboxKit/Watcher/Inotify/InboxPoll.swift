@@ -7,13 +7,23 @@ import Glibc
 /// looked at (opened, then its status asked of the server) at each poll until it holds still: its inode, size,
 /// modification and change times the same across looks at least `settle` apart. Only then is it handed on, or at
 /// once when it came by rename from a dot-name listed at the poll before (a writer that writes under a dot-name,
-/// then renames). An Inbox unchanged since the last poll costs one `fstat` and one read of the folder. Names a scan
-/// finds on such an Inbox go through the same gate (`admitted`); names inotify reports (this host's writes) do not.
+/// then renames). An Inbox unchanged since the last poll costs one `fstat`, and the read of the folder only where its
+/// stamp (size, link count, modification and change times) moved since a read known complete for it (`Stamp`). Names
+/// a scan finds on such an Inbox go through the same gate (`admitted`); names inotify reports (this host's writes) do
+/// not.
 final class InboxPoll {
     /// What a look at an entry saw.
     private struct Look: Equatable {
         let inode: UInt64
         let size: Int64
+        let modified: Timestamp
+        let changed: Timestamp
+    }
+
+    /// What of the folder's status a change of its entries moves.
+    private struct Stamp: Equatable {
+        let size: Int64
+        let linkCount: Int
         let modified: Timestamp
         let changed: Timestamp
     }
@@ -36,7 +46,15 @@ final class InboxPoll {
     let idleInterval: Duration
     let idleAfter: Duration
 
+    /// The coarsest timestamp a filesystem keeps (FAT's 2 s): a read is complete for a stamp only when made this long
+    /// after the stamp was first seen, since a change in the same tick as an earlier one leaves the stamp as it was.
+    let stampTick: Duration
     private var entries: [FileName: Entry] = [:]
+    /// The folder's stamp, and when it was first seen.
+    private var stampSeen: (stamp: Stamp, since: ContinuousClock.Instant)?
+    /// The stamp the last read is complete for, and when that read was: another read is due at the latest an
+    /// `idleInterval` later, in case a filesystem keeps no true folder times.
+    private var completeRead: (stamp: Stamp, at: ContinuousClock.Instant)?
     /// The folder read last: another (the Inbox replaced and reopened) starts the entries afresh.
     private var folder: FileID?
     private var lastChange = ContinuousClock.now
@@ -47,8 +65,9 @@ final class InboxPoll {
 
     init(
         reason: String, interval: Duration, settle: Duration, idleInterval: Duration = .seconds(30),
-        idleAfter: Duration = .seconds(300)
+        idleAfter: Duration = .seconds(300), stampTick: Duration = .seconds(2)
     ) {
+        self.stampTick = stampTick
         self.reason = reason
         self.interval = interval
         self.settle = settle
@@ -72,8 +91,17 @@ final class InboxPoll {
         if folder != status.fileID {
             folder = status.fileID
             entries = [:]
+            completeRead = nil
+        }
+        let stamp = Stamp(
+            size: status.size, linkCount: status.linkCount, modified: status.modified, changed: status.changed)
+        let readAt = ContinuousClock.now
+        if stampSeen?.stamp != stamp { stampSeen = (stamp, readAt) }
+        if !isSettling, let read = completeRead, read.stamp == stamp, readAt - read.at < max(idleInterval, interval) {
+            return []
         }
         let listed = try inbox.entriesAndInodes()
+        completeRead = readAt - (stampSeen?.since ?? readAt) >= stampTick ? (stamp, readAt) : nil
         let names = Set(listed.map(\.name))
         // The inodes of dot-names listed last time and gone now: a new name holding one came by rename.
         var renamedAway: Set<UInt64> = []
@@ -84,7 +112,8 @@ final class InboxPoll {
         next.reserveCapacity(listed.count)
         var ready: [FileName] = []
         var changed = listed.count != entries.count
-        for (name, inode, type) in listed {
+        for listing in listed {
+            let (name, inode, type) = (listing.name, listing.inode, listing.type)
             if name.isHidden {
                 next[name] = .hidden(inode: inode)
                 if case .hidden(let old)? = entries[name], old == inode {} else { changed = true }
