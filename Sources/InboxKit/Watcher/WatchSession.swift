@@ -289,6 +289,7 @@ final class WatchSession {
             }
         }
         settle()
+        try stopIfRefused()
         if queue.isStopped { return false }
         // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
         if options.once && !queue.hasWork
@@ -378,6 +379,13 @@ final class WatchSession {
         try checkLock()
         _ = try pipeline.process(names, more: more, syncLater: groupsCommits)
         settle()
+        try stopIfRefused()
+    }
+
+    /// Ends the run where no move can be made (ARCHITECTURE.md, "Network and FUSE filesystems"): retrying would fail
+    /// forever. The item stays in the Inbox, its `error` record written; the run's end is logged with status 73.
+    private func stopIfRefused() throws(ContainerError) {
+        if let refusal = pipeline.refusal { throw refusal }
     }
 
     /// Fails, with exit status 75 and nothing logged, unless the name `watch.lock` still holds the file this session
@@ -403,6 +411,7 @@ final class WatchSession {
         try checkLock()
         _ = try pipeline.finishPrepared(syncLater: groupsCommits)
         settle()
+        try stopIfRefused()
     }
 
     /// Logs the inotify queue's overflows taken with a batch.
