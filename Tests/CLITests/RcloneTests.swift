@@ -105,6 +105,9 @@ import Testing
         let errors = logRecords(container, event: "error")
         #expect(errors.contains { ($0["message"] as? String)?.contains("fuse.rclone") == true }, "\(errors)")
         #expect(errors.contains { $0["exit_status"] as? Int == 73 }, "the run's end is logged: \(errors)")
+        // The item's failure, then the run's end: the batch's records are written before the watcher stops.
+        let events = logRecords(container).compactMap { $0["event"] as? String }
+        #expect(Array(events.suffix(3)) == ["error", "watch-stopped", "error"], "\(events)")
     }
 
     private static func runList(_ arguments: [String]) throws -> InboxProcess.Result {
