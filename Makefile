@@ -4,9 +4,10 @@ SWIFT ?= swift
 STRICT = -Xswiftc -warnings-as-errors
 # systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed); zsh, fish:
 # the completion tests load inbox's completions in them; postfix, procmail: the mail tests deliver real mail
-# through them (PostfixDeliveryTests); maildrop: the mail benchmark.
+# through them (PostfixDeliveryTests); maildrop: the mail benchmark; bindfs, rclone: real FUSE filesystems (rclone
+# only Suggests fuse, which bindfs brings).
 APT_PACKAGES = libinotifytools0-dev nettle-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite systemd zsh fish postfix procmail maildrop bindfs
+	libytnef0-dev libpython3.11-testsuite systemd zsh fish postfix procmail maildrop bindfs rclone
 # postfix's install questions, answered: local mail only (the tests configure the rest with postconf).
 POSTFIX_PRESEED = postfix postfix/main_mailer_type select Local only\npostfix postfix/mailname string localhost\n
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)

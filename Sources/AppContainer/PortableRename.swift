@@ -63,21 +63,22 @@ private func moveWithoutFlags(
         guard source.st_dev == target.st_dev, source.st_ino == target.st_ino else { throw Errno.fileExists }
     } catch .notPermitted, .isDirectory {
         let source = FileStatus(try system_lstatat(fromDirectory, from))
-        guard source.kind == .directory else {
-            RenameFlagSupport.refusedLink(toDirectory)
-            throw Errno.notSupported
-        }
+        guard source.kind == .directory else { throw refusedLink(toDirectory) }
         try system_mkdirat(toDirectory, to, mode: 0o700)
         do {
             try system_renameat2(fromDirectory, from, toDirectory, to, [])
         } catch {
             try system_unlinkat(toDirectory, to, removeDirectory: true)
+            // rclone refuses a rename onto a folder, even an empty one it just made.
+            if error == .fileExists, RenameFlagSupport.isRclone(toDirectory) { throw refusedLink(toDirectory) }
             throw error == .notEmpty ? Errno.fileExists : error
         }
         return
     } catch .notImplemented {
-        RenameFlagSupport.refusedLink(toDirectory)
-        throw Errno.notSupported
+        throw refusedLink(toDirectory)
+    } catch .ioError where RenameFlagSupport.isRclone(toDirectory) {
+        // rclone answers `link` (which it does not implement) with EIO.
+        throw refusedLink(toDirectory)
     }
     do {
         try system_unlinkat(fromDirectory, from)
@@ -89,6 +90,12 @@ private func moveWithoutFlags(
     // fetched afresh, no process here takes the file for one with another hard link (the Mover's copy path). Moved
     // all the same should that fail: only the cache stays as it was.
     try? system_refreshAttributes(toDirectory, to)
+}
+
+/// Notes that the filesystem of the folder `fd` refuses `link` too; returns the error of the move: EOPNOTSUPP.
+private func refusedLink(_ fd: CInt) -> Errno {
+    RenameFlagSupport.refusedLink(fd)
+    return .notSupported
 }
 
 /// The devices whose filesystem refuses rename flags, as found by `renameNoReplace` in this process.
@@ -122,6 +129,9 @@ package enum RenameFlagSupport {
         let name = (try? Filesystem(of: fd).name) ?? "this filesystem"
         linkRefusal.withLock { $0 = name }
     }
+
+    /// Whether the folder `fd` is on an rclone mount, which answers `link` with EIO: asked only once a call failed.
+    static func isRclone(_ fd: CInt) -> Bool { (try? Filesystem(of: fd))?.mountType == "fuse.rclone" }
 
     /// Whether a move into the folder `fd` may be made by the fallback: its filesystem is known to refuse rename
     /// flags, or is a network or FUSE filesystem (`Filesystem.pollReason`), as most of those do. Reads the mount

@@ -1,9 +1,9 @@
 import Foundation
 
-/// A real FUSE filesystem for tests (ARCHITECTURE.md, "Network and FUSE filesystems"): Debian's `bindfs` mounts a
-/// backing folder at a mount point. What a test writes through the mount point is this host's own writing; what it
-/// writes straight into the backing folder stands for another host's, and raises no inotify event on the mount.
-/// Unmounted when released.
+/// A real FUSE filesystem for tests (ARCHITECTURE.md, "Network and FUSE filesystems"): Debian's `bindfs` (or
+/// `rclone`) mounts a backing folder at a mount point. What a test writes through the mount point is this host's own
+/// writing; what it writes straight into the backing folder stands for another host's, and raises no inotify event
+/// on the mount. Unmounted when released.
 public final class FuseMount: @unchecked Sendable {
     /// The folder that holds both `backing` and `mountPoint`, removed at the end.
     public let root: String
@@ -11,11 +11,26 @@ public final class FuseMount: @unchecked Sendable {
     public let backing: String
     /// The mounted filesystem, where inbox works.
     public let mountPoint: String
+    /// The program that serves the mount.
+    public let program: Program
     private var mounted = false
 
-    /// Mounts a fresh backing folder with bindfs `options` (such as `attr_timeout=30,entry_timeout=30`, an NFS-like
-    /// attribute cache). Throws, saying why, when bindfs or `/dev/fuse` is missing (`make deps` installs bindfs).
-    public init(options: [String] = []) throws {
+    /// The FUSE filesystems a test can mount.
+    public enum Program: Sendable {
+        /// bindfs (mountinfo type `fuse`): refuses `renameat2`'s flags (EINVAL); `link` works.
+        case bindfs
+        /// `rclone mount` of a local folder (mountinfo type `fuse.rclone`), with `--vfs-cache-mode writes`, without
+        /// which a file opened for reading and writing cannot be read: refuses `renameat2`'s flags (EINVAL), answers
+        /// `link` and `symlink` with EIO, `O_TMPFILE` with EOPNOTSUPP, and a rename onto an empty folder with EEXIST;
+        /// its `flock` is this host's alone.
+        case rclone
+    }
+
+    /// Mounts a fresh backing folder with `program` and its `options` (for bindfs, such as
+    /// `attr_timeout=30,entry_timeout=30`, an NFS-like attribute cache). Throws, saying why, when the program or
+    /// `/dev/fuse` is missing (`make deps` installs bindfs and rclone).
+    public init(program: Program = .bindfs, options: [String] = []) throws {
+        self.program = program
         var template = Array("/tmp/inbox-fuse.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw FuseMountError("mkdtemp failed: errno \(errno)") }
         root = String(cString: made)
@@ -55,23 +70,45 @@ public final class FuseMount: @unchecked Sendable {
     }
 
     private func mount(options: [String]) throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/bindfs") else {
-            throw FuseMountError("bindfs is not installed (make deps installs it)")
+        let executable = program == .bindfs ? "/usr/bin/bindfs" : "/usr/bin/rclone"
+        guard FileManager.default.isExecutableFile(atPath: executable) else {
+            throw FuseMountError("\(executable) is not installed (make deps installs it)")
         }
         guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw FuseMountError("/dev/fuse cannot be opened") }
-        let arguments = (options.isEmpty ? [] : ["-o", options.joined(separator: ",")]) + [backing, mountPoint]
-        let (status, output) = try Self.run("/usr/bin/bindfs", arguments)
-        guard status == 0 else { throw FuseMountError("bindfs \(arguments.joined(separator: " ")): \(output)") }
+        let arguments: [String]
+        switch program {
+        case .bindfs:
+            arguments = (options.isEmpty ? [] : ["-o", options.joined(separator: ",")]) + [backing, mountPoint]
+        case .rclone:
+            // A plain local path is the remote; no configuration file; the cache inside `root`, removed with it.
+            arguments =
+                ["mount", backing, mountPoint, "--daemon", "--config", "/dev/null", "--cache-dir", root + "/cache"]
+                + ["--vfs-cache-mode", "writes"] + options
+        }
+        let (status, output) = try Self.run(executable, arguments)
+        guard status == 0 else { throw FuseMountError("\(executable) \(arguments.joined(separator: " ")): \(output)") }
+        // rclone's daemon may still be mounting when its parent exits: the mount table tells.
+        let deadline = Date().addingTimeInterval(30)
+        while !isMounted() {
+            guard Date() < deadline else { throw FuseMountError("\(mountPoint) never appeared in the mount table") }
+            usleep(20_000)
+        }
         mounted = true
         var mountPointStatus = stat()
         var rootStatus = stat()
         guard stat(mountPoint, &mountPointStatus) == 0, stat(root, &rootStatus) == 0,
             mountPointStatus.st_dev != rootStatus.st_dev
-        else { throw FuseMountError("bindfs returned but \(mountPoint) is not a mount point") }
+        else { throw FuseMountError("\(executable) returned but \(mountPoint) is not a mount point") }
+    }
+
+    /// Whether `/proc/self/mountinfo` has a mount at `mountPoint` (its fifth field).
+    private func isMounted() -> Bool {
+        guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
+        return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first == mountPoint[...] }
     }
 
     /// Runs `executable` to its end (posix_spawn, then waitpid), its output gathered in a file: a pipe would stay
-    /// open in bindfs's daemon, never ending.
+    /// open in bindfs's (or rclone's) daemon, never ending.
     private static func run(_ executable: String, _ arguments: [String]) throws -> (Int32, String) {
         var template = Array("/tmp/inbox-fuse-output.XXXXXX".utf8CString)
         let output = mkstemp(&template)

@@ -289,6 +289,7 @@ final class WatchSession {
             }
         }
         settle()
+        stopIfRefused()
         if queue.isStopped { return false }
         // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
         if options.once && !queue.hasWork
@@ -307,7 +308,7 @@ final class WatchSession {
     }
 
     /// Ends the run: waits for setup and cleanup (`once`) or stops them, saves the checkpoint and logs
-    /// `watch-stopped`.
+    /// `watch-stopped`; fails with the refusal that stopped it, if any.
     func close() throws(ContainerError) {
         // A lock lost (the container being removed, or another watcher may hold it): nothing more is written in it.
         if let lock, lock.state == .lost {
@@ -327,6 +328,7 @@ final class WatchSession {
         }
         watcher.report("stopped")
         release()
+        if let refusal = pipeline.refusal { throw refusal }
     }
 
     /// Lets go of the folders, the background work and the lock (also after a failure). Once only.
@@ -378,6 +380,13 @@ final class WatchSession {
         try checkLock()
         _ = try pipeline.process(names, more: more, syncLater: groupsCommits)
         settle()
+        stopIfRefused()
+    }
+
+    /// Stops the run where no move can be made (ARCHITECTURE.md, "Network and FUSE filesystems"): retrying would fail
+    /// forever. The item stays in the Inbox, its `error` record written; `close` then fails with the refusal (73).
+    private func stopIfRefused() {
+        if pipeline.refusal != nil { watcher.queue.stop() }
     }
 
     /// Fails, with exit status 75 and nothing logged, unless the name `watch.lock` still holds the file this session
@@ -403,6 +412,7 @@ final class WatchSession {
         try checkLock()
         _ = try pipeline.finishPrepared(syncLater: groupsCommits)
         settle()
+        stopIfRefused()
     }
 
     /// Logs the inotify queue's overflows taken with a batch.

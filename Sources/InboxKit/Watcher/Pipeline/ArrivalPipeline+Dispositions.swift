@@ -116,6 +116,7 @@ extension ArrivalPipeline {
         records.end()
         report(failure.message)
         firstFailure = firstFailure ?? failure
+        if failure.code == .cannotCreate, failure.cause == .notSupported { refusal = refusal ?? failure }
     }
 
     /// Applies the dispositions whose earlier try failed and whose time has come, when the item is still the one

@@ -44,6 +44,9 @@ final class ArrivalPipeline {
     var failed = RetrySchedule<Pending>(first: .seconds(1), limit: .seconds(300))
     /// The first failure that left an item where it was, for the exit status of `watch --once`.
     var firstFailure: ContainerError?
+    /// A failure no retry mends: the filesystem refuses `link` as well as rename flags (rclone), so no move can be
+    /// made in the container, and the run stops with 73 (ARCHITECTURE.md, "Network and FUSE filesystems").
+    var refusal: ContainerError?
     /// The thread that prepares the next batch while this one's is applied, where that pays ("The hot path").
     var prepareAhead: SideThread<PreparedBatch>?
     /// The items of the batch `overlap` applied last, let go (their files closed) on the `prepareAhead` thread.
