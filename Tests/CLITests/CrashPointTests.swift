@@ -37,8 +37,8 @@ import Testing
         try Data(contents.utf8).write(to: URL(fileURLWithPath: path))
     }
 
-    /// On bindfs, the rename only: a copy there needs `O_TMPFILE`, which bindfs refuses.
-    @Test(arguments: zip([false, true, false], [false, false, true]))
+    /// On bindfs, which refuses `O_TMPFILE`, the copy goes by a staging name (`UnnamedFile`).
+    @Test(arguments: zip([false, true, false, true], [false, false, true, true]))
     func aMoveKilledAtAnyCallIsFinishedOrUndone(hardLinked: Bool, onFuse: Bool) throws {
         let bytes = String(repeating: "moved once ", count: 2_000)
         let mount = onFuse ? try FuseMount() : nil

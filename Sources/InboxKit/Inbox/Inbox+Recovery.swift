@@ -80,6 +80,11 @@ extension Inbox {
         _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
     ) throws(ContainerError) {
         try refuseUnlessOwn(intent, inboxFolder: inboxFolder)
+        do {
+            if let claim = intent.claim { try Mover.sweepStaging(for: claim, in: documents.rawValue) }
+        } catch {
+            throw error.failure("settle the move of", itemPath(intent.name))
+        }
         if let claim = intent.claim, try present(claim, in: inboxFolder, intent) {
             if let done = try completedCopy(intent, claim: claim, inboxFolder: inboxFolder, documents: documents) {
                 do {
