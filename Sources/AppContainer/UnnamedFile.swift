@@ -73,22 +73,24 @@ package struct UnnamedFile: ~Copyable {
     }
 
     /// The one sweep rule: removes the staging name `name` from `folder` when its writer is gone (its lock can be
-    /// taken). True when removed; false when it is held, gone, or not a staging name.
+    /// taken). True when removed; false when it is held, gone, or not a staging name of a regular file.
     @discardableResult
     package static func removeIfAbandoned(_ name: FileName, in folder: CInt) throws(Errno) -> Bool {
         guard isStagingName(name) else { return false }
         let file: FileDescriptor
         do {
             file = try FileDescriptor(at: folder, name, [.noFollow, .nonBlocking])
-        } catch .noSuchFile {
-            return false
+        } catch .noSuchFile, .tooManySymbolicLinks {
+            return false  // gone, or a link: none of ours
         }
         do {
             try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
         } catch .wouldBlock {
             return false
         }
-        guard try fileStatusIfPresent(in: folder, name)?.isSameFile(as: file.fileStatus()) == true else { return false }
+        let status = try file.fileStatus()
+        guard status.kind == .regular, try fileStatusIfPresent(in: folder, name)?.isSameFile(as: status) == true
+        else { return false }
         do {
             try system_unlinkat(folder, name)
         } catch .noSuchFile {

@@ -96,9 +96,13 @@ extension Inbox {
                 try logRecoveredMove(intent, to: done)
                 return
             }
-            let back: FileName
+            var back = intent.name
             do {
-                back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
+                // A claim made by `link` and `unlink` and cut between the two (ARCHITECTURE.md, "Network and FUSE
+                // filesystems"): the item still has its name, and the claim is unlinked.
+                if try !finishInterruptedMove(inboxFolder.rawValue, claim, inboxFolder.rawValue, intent.name) {
+                    back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
+                }
                 try inboxFolder.sync()
             } catch {
                 throw error.failure("roll back the move of", itemPath(intent.name))

@@ -89,7 +89,7 @@ package struct Mover {
     }
 
     /// Gives a moved file's owner back the write bit, unless it has another hard link now (the chmod would
-    /// reach that name too). `file`, when given, is the item already open; `status`, when given, what the checked
+    /// reach that name too; a client's hidden name is none: `otherLinks`). `file`, when given, is the item already open; `status`, when given, what the checked
     /// rename read of it under its new name (the same file: read again, it would say the same a moment later).
     func restoreOwnerWrite(_ moved: FileName, file: CInt? = nil, status known: FileStatus? = nil) throws(Errno) {
         if let file {
@@ -140,7 +140,7 @@ package struct Mover {
     }
 
     /// The copy path: claim the item by a checked rename to a staging name (one mover wins, and only the file
-    /// decided on), copy it into an unnamed file in Documents, name that file, then remove the claim, each step
+    /// decided on), copy it into an `UnnamedFile` in Documents, name that file, then remove the claim, each step
     /// noted in the journal intent first.
     private func copy(_ name: FileName, expected: FileStatus, intent: MoveJournal.Record?) throws(Errno) -> Moved? {
         let journal = MoveJournal(container: inbox.container)
