@@ -178,9 +178,14 @@ extension ArrivalPipeline {
             do throws(Errno) {
                 try copy.descriptor.copyFile(from: file.descriptor, status: status)
                 try copy.name(staging, unique: true)
-                copied = try copy.descriptor.fileStatus()
             } catch {
                 try copy.discard()
+                throw error
+            }
+            do throws(Errno) {
+                copied = try copy.descriptor.fileStatus()
+            } catch {
+                try system_unlinkat(folder, staging)  // our copy, not swapped in
                 throw error
             }
         }
