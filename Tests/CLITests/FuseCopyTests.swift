@@ -51,6 +51,21 @@ import Testing
         #expect(logRecords(container, event: "moved").compactMap { $0["to"] as? String } == ["Documents/item.txt"])
     }
 
+    /// A deletion renames the item aside (`.inbox-delete.<name>`) by `link` and `unlink` on the mount; killed between
+    /// the two, both names hold the item, and the next start puts it back under its own name alone.
+    @Test func aDeletionCutBetweenLinkAndUnlinkLeavesTheItemOnceUnderItsName() throws {
+        let mount = try FuseMount()
+        let container = mount.mountPoint + "/container"
+        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        let inbox = container + "/Documents/Inbox"
+        try Data("kept".utf8).write(to: URL(fileURLWithPath: inbox + "/item.txt"))
+        #expect(link(inbox + "/item.txt", inbox + "/.inbox-delete.item.txt") == 0)
+        let watch = try InboxProcess.run("--container", container, "watch", "--once", "--on-arrival", "keep")
+        #expect(watch.status == 0, "\(watch.stderr)")
+        let names = try FileManager.default.contentsOfDirectory(atPath: mount.backing + "/container/Documents/Inbox")
+        #expect(names == ["item.txt"], "\(names)")
+    }
+
     /// The watcher holds the item open while it moves it: libfuse keeps the Inbox name it unlinks as `.fuse_hidden…`
     /// until then, and the moved file counts two links; that name is the watcher's own, not another hard link.
     @Test func aFileTheWatcherMovesOnTheMountIsOwnerWritable() throws {

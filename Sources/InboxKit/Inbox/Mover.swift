@@ -80,6 +80,8 @@ package struct Mover {
         for name in try inboxFolder.descriptor.entries() where name.bytes.starts(with: Self.deletingPrefix) {
             guard let original = FileName(bytes: name.bytes.dropFirst(Self.deletingPrefix.count)) else { continue }
             do {
+                // Renamed aside by `link` and `unlink` and cut between the two: the item still has its name.
+                if try finishInterruptedMove(inboxFolder.rawValue, name, inboxFolder.rawValue, original) { continue }
                 try inboxFolder.descriptor.putBack(name, from: inboxFolder.rawValue, as: original)
             } catch {
                 failures.append((original, error))
