@@ -22,6 +22,8 @@ final class TreeCopy {
     private(set) var copied = 0
     /// Files and links left as they were because something already had their name.
     private(set) var kept = 0
+    /// The target folders where files were staged, and abandoned staging names swept.
+    private var swept: Set<FileID> = []
 
     init(mode: Mode, shown: String, shouldContinue: @escaping () -> Bool = { true }) {
         self.mode = mode
@@ -125,7 +127,7 @@ final class TreeCopy {
         return nil
     }
 
-    /// Creates the file whole: `O_EXCL` in `.install` mode, an unnamed file linked in at the end otherwise.
+    /// Creates the file whole: `O_EXCL` in `.install` mode, an `UnnamedFile` named at the end otherwise.
     private func copyFile(_ name: FileName, _ status: FileStatus, from source: CInt, into target: CInt) throws {
         let input = try FileDescriptor(at: source, name, [.noFollow, .nonBlocking])
         guard try input.fileStatus().kind == .regular else { return }
@@ -136,39 +138,17 @@ final class TreeCopy {
             copied += 1
             return
         }
-        let writable = 0o644 | (status.mode & 0o111)
-        let unnamed: CInt
-        do {
-            unnamed = try system_openat(target, ".", [.temporaryFile, .writeOnly], mode: 0o600)
-        } catch {
-            guard error == .notSupported || error == .isDirectory || error == .invalidArgument else { throw error }
-            try copyUnderTemporaryName(name, into: target, from: input, mode: writable, times: status)
-            return
+        let output = try UnnamedFile(in: target, .writeOnly, mode: 0o600)
+        if output.stagingName != nil, swept.insert(try FileStatus(system_fstat(target)).fileID).inserted {
+            // Files a setup cut short left staged here (setup runs one at a time, under its lock).
+            _ = try UnnamedFile.sweep(FileDescriptor(folder: ".", at: target).entries(), in: target)
         }
-        let output = FileDescriptor(owning: unnamed)
-        try Self.fill(output, from: input, mode: writable, times: status)
-        do {
-            try system_linkOpenFile(output.rawValue, target, name)
+        do throws(Errno) {
+            try Self.fill(output.descriptor, from: input, mode: 0o644 | (status.mode & 0o111), times: status)
+            try output.name(name)
             copied += 1
         } catch {
-            guard error == .fileExists else { throw error }
-            kept += 1
-        }
-    }
-
-    /// For filesystems without `O_TMPFILE`: a hidden name, renamed without replacing anything.
-    private func copyUnderTemporaryName(
-        _ name: FileName, into target: CInt, from input: borrowing FileDescriptor, mode: mode_t, times: FileStatus
-    ) throws(Errno) {
-        guard let temporary = FileName(".inbox-setup.\(getpid()).\(UInt64.random(in: 0...UInt64.max))") else { return }
-        let output = FileDescriptor(
-            owning: try system_openat(target, temporary, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600))
-        do {
-            try Self.fill(output, from: input, mode: mode, times: times)
-            try renameNoReplace(target, temporary, target, name)
-            copied += 1
-        } catch {
-            _ = try? system_unlinkat(target, temporary)
+            try output.discard()
             guard error == .fileExists else { throw error }
             kept += 1
         }

@@ -214,6 +214,7 @@ extension Inbox {
             old.contains(where: Self.isImportStagingName) ? try ImportIndex.placingStagingNames(of: container) : []
         let swept = old.filter { !placing.contains($0) }
         do {
+            _ = try UnnamedFile.sweep(names, in: folder.rawValue)  // copies, never items: not logged
             for name in swept { try system_unlinkat(folder.rawValue, name) }
         } catch {
             throw error.failure("sweep staging files in", container.path(.inbox))

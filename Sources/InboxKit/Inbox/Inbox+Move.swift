@@ -23,7 +23,7 @@ extension Inbox {
             documents: SharedDescriptor(try container.openFolder(.documents)))
         let status: FileStatus
         do {
-            status = try fileStatus(in: mover.inboxFolder.rawValue, name)
+            status = FileStatus(try system_statx(mover.inboxFolder.rawValue, name, fresh: true))  // its link count
         } catch .noSuchFile {
             throw ContainerError(.noSuchItem, "no item '\(name)' in the Inbox '\(container.path(.inbox))'")
         } catch {

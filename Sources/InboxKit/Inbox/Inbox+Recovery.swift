@@ -80,6 +80,11 @@ extension Inbox {
         _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
     ) throws(ContainerError) {
         try refuseUnlessOwn(intent, inboxFolder: inboxFolder)
+        do {
+            if let claim = intent.claim { try Mover.sweepStaging(for: claim, in: documents.rawValue) }
+        } catch {
+            throw error.failure("settle the move of", itemPath(intent.name))
+        }
         if let claim = intent.claim, try present(claim, in: inboxFolder, intent) {
             if let done = try completedCopy(intent, claim: claim, inboxFolder: inboxFolder, documents: documents) {
                 do {
@@ -91,9 +96,13 @@ extension Inbox {
                 try logRecoveredMove(intent, to: done)
                 return
             }
-            let back: FileName
+            var back = intent.name
             do {
-                back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
+                // A claim made by `link` and `unlink` and cut between the two (ARCHITECTURE.md, "Network and FUSE
+                // filesystems"): the item still has its name, and the claim is unlinked.
+                if try !finishInterruptedMove(inboxFolder.rawValue, claim, inboxFolder.rawValue, intent.name) {
+                    back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
+                }
                 try inboxFolder.sync()
             } catch {
                 throw error.failure("roll back the move of", itemPath(intent.name))

@@ -47,9 +47,11 @@ package struct MoveJournal {
         let recordName: FileName
         private(set) var frames = Frames()
 
-        init(file: consuming FileDescriptor, recordName: FileName) {
+        /// `written`: the frames already in the file.
+        init(file: consuming FileDescriptor, recordName: FileName, written: [UInt8] = []) {
             self.file = file
             self.recordName = recordName
+            frames.add(written)
         }
 
         /// Whether the file is a slot, kept for the next move once this one ends.
@@ -80,12 +82,21 @@ package struct MoveJournal {
             if slot.created { try folder.sync() }
             return slot.record
         }
-        let file = try FileDescriptor(at: folder.rawValue, ".", [.temporaryFile, .writeOnly], mode: 0o600)
-        try system_flock(file.rawValue, LOCK_EX)
+        // Named only once its first frame is whole; a unique name, so renamed plainly where it is staged.
+        let file = try UnnamedFile(in: folder.rawValue, .writeOnly, mode: 0o600)
+        try system_flock(file.descriptor.rawValue, LOCK_EX)
         let unique = intent.claim?.string ?? "move.\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
-        let record = Record(file: file, recordName: FileName("\(unique).intent") ?? intent.name)
-        try record.writeFrame(text)
-        try system_linkOpenFile(record.file.rawValue, folder.rawValue, record.recordName)
+        let recordName = FileName("\(unique).intent") ?? intent.name
+        let frame = Frames().sealed(text)
+        do throws(Errno) {
+            try file.descriptor.writeAll(frame, at: 0)
+            try file.descriptor.sync()
+            try file.name(recordName, unique: true)
+        } catch {
+            try file.discard()
+            throw error
+        }
+        let record = Record(file: file.take(), recordName: recordName, written: frame)
         try folder.sync()
         return record
     }
@@ -177,6 +188,12 @@ package struct MoveJournal {
             names = try folder.entries()
         } catch {
             return body(.failed(nil, error.failure("read the move journal", directory)))
+        }
+        do {
+            // An intent a crash left unnamed is no move yet: nothing was touched after it.
+            _ = try UnnamedFile.sweep(names, in: folder.rawValue)
+        } catch {
+            body(.failed(nil, error.failure("sweep the move journal", directory)))
         }
         for recordName in names where recordName.string.hasSuffix(".intent") {
             if let finding = examine(recordName, in: folder) { body(finding) }

@@ -21,7 +21,7 @@ package struct Mover {
     /// A copy runs under `intent`, or under an intent of its own when that is nil; either way the intent the
     /// copy used is returned in `copyIntent`, for the caller to end once the `moved` record is durable.
     func move(_ name: FileName, expected: FileStatus, intent: MoveJournal.Record? = nil) throws(Errno) -> Moved? {
-        if expected.kind == .regular && expected.linkCount > 1 {
+        if expected.kind == .regular, expected.linkCount > 1, try otherLinks(expected) > 0 {
             return try copy(name, expected: expected, intent: intent)
         }
         do {
@@ -80,6 +80,8 @@ package struct Mover {
         for name in try inboxFolder.descriptor.entries() where name.bytes.starts(with: Self.deletingPrefix) {
             guard let original = FileName(bytes: name.bytes.dropFirst(Self.deletingPrefix.count)) else { continue }
             do {
+                // Renamed aside by `link` and `unlink` and cut between the two: the item still has its name.
+                if try finishInterruptedMove(inboxFolder.rawValue, name, inboxFolder.rawValue, original) { continue }
                 try inboxFolder.descriptor.putBack(name, from: inboxFolder.rawValue, as: original)
             } catch {
                 failures.append((original, error))
@@ -89,18 +91,31 @@ package struct Mover {
     }
 
     /// Gives a moved file's owner back the write bit, unless it has another hard link now (the chmod would
-    /// reach that name too). `file`, when given, is the item already open; `status`, when given, what the checked
+    /// reach that name too; a client's hidden name is none: `otherLinks`). `file`, when given, is the item already open; `status`, when given, what the checked
     /// rename read of it under its new name (the same file: read again, it would say the same a moment later).
     func restoreOwnerWrite(_ moved: FileName, file: CInt? = nil, status known: FileStatus? = nil) throws(Errno) {
         if let file {
             let status: FileStatus
             if let known { status = known } else { status = try FileStatus(system_fstat(file)) }
-            if status.kind == .regular, status.linkCount == 1, status.mode & S_IWUSR == 0 {
+            if status.kind == .regular, status.mode & S_IWUSR == 0, try otherLinks(status) == 0 {
                 try system_fchmod(file, status.mode | S_IWUSR)
             }
             return
         }
         try Self.restoreOwnerWrite(moved, in: documents.rawValue)
+    }
+
+    /// How many names the file `status` has besides one, not counting the hidden names a FUSE or NFS client gives,
+    /// in the Inbox, to a name unlinked while the file is open (`.fuse_hidden…`, `.nfs…`: ARCHITECTURE.md, "Network and
+    /// FUSE filesystems"): the watcher holds an item open while it moves it. The Inbox is read only for a file of
+    /// more than one link; any other name (a foreign hard link) counts.
+    func otherLinks(_ status: FileStatus) throws(Errno) -> Int {
+        var links = Int(status.linkCount) - 1
+        guard links > 0 else { return links }
+        for entry in try inboxFolder.descriptor.entries() where entry.isClientLeftover {
+            if try fileStatusIfPresent(in: inboxFolder.rawValue, entry)?.isSameFile(as: status) == true { links -= 1 }
+        }
+        return links
     }
 
     /// Gives the owner of `moved` in `documents` the write bit back, opened by name (never through a link), unless it
@@ -114,8 +129,20 @@ package struct Mover {
         if status.kind == .regular, status.linkCount == 1 { try opened.restoreOwnerWrite() }
     }
 
+    /// The staging name of the copy of the item claimed as `claim`, where Documents has no unnamed files:
+    /// `.inbox-unnamed.` and the claim's tag.
+    static func stagingName(for claim: FileName) -> FileName {
+        UnnamedFile.stagingName(String(decoding: claim.bytes.dropFirst(claimPrefix.count), as: UTF8.self))
+    }
+
+    /// Removes the staging name a copy under the claim `claim` left in `documents` when its mover died (before or
+    /// while the copy was named): the item is the claim, or the named copy.
+    static func sweepStaging(for claim: FileName, in documents: CInt) throws(Errno) {
+        try UnnamedFile.removeIfAbandoned(stagingName(for: claim), in: documents)
+    }
+
     /// The copy path: claim the item by a checked rename to a staging name (one mover wins, and only the file
-    /// decided on), copy it into an unnamed file in Documents, name that file, then remove the claim, each step
+    /// decided on), copy it into an `UnnamedFile` in Documents, name that file, then remove the claim, each step
     /// noted in the journal intent first.
     private func copy(_ name: FileName, expected: FileStatus, intent: MoveJournal.Record?) throws(Errno) -> Moved? {
         let journal = MoveJournal(container: inbox.container)
@@ -142,22 +169,28 @@ package struct Mover {
             return nil
         }
         var linked: FileName?
-        do {
+        do throws(Errno) {
             let source = try FileDescriptor(at: folder, claim, [.noFollow, .nonBlocking])
             let status = try source.fileStatus()
-            let copy = try FileDescriptor(
-                at: documents.rawValue, ".", [.temporaryFile, .writeOnly], mode: status.mode | S_IWUSR)
-            try copy.copyFile(from: source, status: status)
-            linked = try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
-                try journal.note("try", candidate, in: record)
-                try system_linkOpenFile(copy.rawValue, documents.rawValue, candidate)
+            // Staged, where it must be, under a name recovery finds from the claim (`sweepStaging`).
+            let copy = try UnnamedFile(
+                in: documents.rawValue, .writeOnly, mode: status.mode | S_IWUSR, staging: Self.stagingName(for: claim))
+            do throws(Errno) {
+                try copy.descriptor.copyFile(from: source, status: status)
+                linked = try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
+                    try journal.note("try", candidate, in: record)
+                    try copy.name(candidate)
+                }
+                if let linked { try journal.note("linked", linked, in: record) }
+                try documents.sync()
+            } catch {
+                if let linked { try system_unlinkat(documents.rawValue, linked) }
+                try copy.discard()
+                throw error
             }
-            if let linked { try journal.note("linked", linked, in: record) }
-            try documents.sync()
         } catch {
             // Undo: the copy goes, the claim gets its name back (or a free one): the item stays in the Inbox. If
             // the undo fails too, the intent stays and the next move or watcher start settles it.
-            if let linked { try system_unlinkat(documents.rawValue, linked) }
             try inboxFolder.descriptor.putBack(claim, from: folder, as: name)
             if intent == nil { try journal.end(record) }
             throw error

@@ -41,7 +41,9 @@ extension ArrivalPipeline {
             }
             let status: FileStatus
             do {
-                status = try file.descriptor.fileStatus()
+                // Fresh: a FUSE or NFS client may still hold the link count of before another name was linked
+                // (ARCHITECTURE.md, "Network and FUSE filesystems"), and a seal must never reach a foreign name.
+                status = try file.descriptor.freshFileStatus()
             } catch {
                 throw error.failure("read", inbox.itemPath(name))
             }
@@ -146,14 +148,14 @@ extension ArrivalPipeline {
         throws(ContainerError) -> Prepared?
     {
         let staging = Inbox.stagingName()
-        let copy: SharedDescriptor?
+        let copied: FileStatus?
         do {
-            copy = try swapInPrivateCopy(name, of: file, status: status, staging: staging)
+            copied = try swapInPrivateCopy(name, of: file, status: status, staging: staging)
         } catch {
             throw error.failure("make a private copy of", inbox.itemPath(name))
         }
         // Handlers get the item opened read-only, as every other arrival.
-        guard let copy, let copied = try? copy.descriptor.fileStatus(),
+        guard let copied,
             let reopened = try? SharedDescriptor(
                 FileDescriptor(at: inboxFolder.rawValue, name, [.noFollow, .nonBlocking])),
             (try? reopened.descriptor.fileStatus())?.isSameFile(as: copied) == true
@@ -161,25 +163,32 @@ extension ArrivalPipeline {
         return try seal(name, file: reopened, status: copied)
     }
 
-    /// Copies the file into an unnamed file, names it `staging`, and exchanges it with `name`; nil when
-    /// `name` vanished meanwhile. Every failure leaves the item as it was or the private copy in its place; an
-    /// unused copy left at `staging` is a copy only, swept with abandoned staging files.
+    /// Copies the file into an `UnnamedFile`, names it `staging`, and exchanges it with `name`; returns the copy's
+    /// status, nil when `name` vanished meanwhile. Every failure leaves the item as it was or the private copy in
+    /// its place; an unused copy left at `staging` is a copy only, swept with abandoned staging files.
     private func swapInPrivateCopy(_ name: FileName, of file: SharedDescriptor, status: FileStatus, staging: FileName)
-        throws(Errno) -> SharedDescriptor?
+        throws(Errno) -> FileStatus?
     {
         let folder = inboxFolder.rawValue
-        let copy: SharedDescriptor
-        var named = false
+        let copied: FileStatus
         do {
-            copy = SharedDescriptor(try FileDescriptor(at: folder, ".", [.temporaryFile, .readWrite], mode: 0o444))
-        } catch .notSupported, .isDirectory, .invalidArgument {
-            // No `O_TMPFILE` (FUSE): the copy is written under its staging name, swept if a crash leaves it.
-            let flags: OpenFlags = [.readWrite, .create, .exclusive, .noFollow]
-            copy = SharedDescriptor(try FileDescriptor(at: folder, staging, flags, mode: 0o444))
-            named = true
+            // Closed before the exchange: a FUSE client keeps a name unlinked while its file is open as a second,
+            // hidden name, and the copy must count one link.
+            let copy = try UnnamedFile(in: folder, .readWrite, mode: 0o444)
+            do throws(Errno) {
+                try copy.descriptor.copyFile(from: file.descriptor, status: status)
+                try copy.name(staging, unique: true)
+            } catch {
+                try copy.discard()
+                throw error
+            }
+            do throws(Errno) {
+                copied = try copy.descriptor.fileStatus()
+            } catch {
+                try system_unlinkat(folder, staging)  // our copy, not swapped in
+                throw error
+            }
         }
-        try copy.descriptor.copyFile(from: file.descriptor, status: status)
-        if !named { try system_linkOpenFile(copy.rawValue, folder, staging) }
         do {
             try exchange(folder, staging, folder, name, intent: Self.exchangeIntent, naming: .inbox)
         } catch {
@@ -198,7 +207,7 @@ extension ArrivalPipeline {
             try system_unlinkat(folder, staging)
         }
         try inboxFolder.sync()
-        return copy
+        return copied
     }
 
     /// Removes a name that is not a regular file, the entry itself and never its target.
