@@ -59,12 +59,7 @@ package func finishInterruptedMove(
 /// to `name` may ask.
 package func removeFolderPlaceholder(in folder: CInt, _ name: some CStringConvertible) throws(Errno) -> Bool {
     guard let status = try fileStatusIfPresent(in: folder, name), isFolderPlaceholder(status) else { return false }
-    do {
-        try system_unlinkat(folder, name, removeDirectory: true)
-    } catch .notEmpty, .fileExists, .noSuchFile {
-        return false  // the folder's rename came meanwhile, or it went
-    }
-    return true
+    return try removeIfEmpty(in: folder, name)
 }
 
 /// Removes the placeholders (`removeFolderPlaceholder`) a crash left where the folder item `name` was being moved
@@ -75,13 +70,23 @@ package func removeFolderPlaceholders(for name: FileName, in folder: CInt, namin
     for attempt in ClashNaming.attempts() {
         let candidate = naming.candidate(for: name, attempt: attempt)
         guard let status = try fileStatusIfPresent(in: folder, candidate) else { break }
-        if isFolderPlaceholder(status), try removeFolderPlaceholder(in: folder, candidate) { removed += 1 }
+        if isFolderPlaceholder(status), try removeIfEmpty(in: folder, candidate) { removed += 1 }
     }
     return removed
 }
 
 private func isFolderPlaceholder(_ status: FileStatus) -> Bool {
     status.kind == .directory && status.mode == folderPlaceholderMode && status.owner == geteuid()
+}
+
+/// `rmdir`; false when the folder is no longer empty (the folder's `rename` came meanwhile), or gone.
+private func removeIfEmpty(in folder: CInt, _ name: some CStringConvertible) throws(Errno) -> Bool {
+    do {
+        try system_unlinkat(folder, name, removeDirectory: true)
+    } catch .notEmpty, .fileExists, .noSuchFile {
+        return false
+    }
+    return true
 }
 
 /// The mode of the folder the fallback makes as a folder's new name: no bits, as no user's folder has.
