@@ -20,8 +20,8 @@ extension AppBundle {
     /// 0444, folders 0555, execute bits kept), synced, and swapped in with one `renameat2(RENAME_EXCHANGE)`,
     /// so the bundle is either the empty folder or the sealed copy. Where the filesystem refuses the exchange
     /// (NFS, SMB, FUSE), it is a journaled two-step rename (`exchange`), and an install cut short in it is rolled
-    /// back by the next install (ARCHITECTURE.md, "Network and FUSE filesystems"). One-time setup is marked to run
-    /// again.
+    /// back by the next command that opens the container (`settleInterruptedInstall`) or the next install
+    /// (ARCHITECTURE.md, "Network and FUSE filesystems"). One-time setup is marked to run again.
     ///
     /// Over an installed bundle: the same tree (by the seal's hashes) is `.alreadyInstalled`; another one is
     /// refused (77); a broken seal fails with 65. Names must be UTF-8 (65): a property list holds text.
@@ -189,6 +189,43 @@ extension Container {
             return file
         } catch {
             throw error.failure("lock", path)
+        }
+    }
+
+    /// `lockStateFile` without waiting: nil while another holds the lock.
+    func lockStateFileIfFree(_ name: String) throws(ContainerError) -> FileDescriptor? {
+        let path = statePath(name)
+        do {
+            let file = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
+            do {
+                try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
+            } catch .wouldBlock {
+                return nil
+            }
+            return file
+        } catch {
+            throw error.failure("lock", path)
+        }
+    }
+
+    /// Rolls back a bundle install cut short in its two-step exchange (ARCHITECTURE.md, "Network and FUSE
+    /// filesystems"), so that the next command finds the bundle again, the old one or the new, whole: `open` and
+    /// `create` call it. Under the install's lock, unless an install holds it: that one settles it first, or is in
+    /// its own exchange. Costs one look at the root when there is no intent.
+    func settleInterruptedInstall() throws(ContainerError) {
+        let intent = rootBytes + [0x2F] + AppBundle.exchangeIntent.bytes
+        do {
+            guard try fileStatusIfPresent(in: currentDirectory, intent) != nil else { return }
+        } catch {
+            throw error.failure("look at", intent)
+        }
+        guard let lock = try lockStateFileIfFree("bundle.lock") else { return }
+        defer { withExtendedLifetime(lock) {} }
+        let folder = try openFolder([])
+        do {
+            try rollBackExchange(folder.rawValue, folder.rawValue, intent: AppBundle.exchangeIntent)
+        } catch {
+            throw error.failure("undo the bundle install cut short in", root)
         }
     }
 }

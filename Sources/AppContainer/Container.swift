@@ -42,7 +42,8 @@ public struct Container: Sendable {
     }
 
     /// Opens an existing container; fails with exit status 73 when `path` holds none. A restore cut short is
-    /// settled first (`RestoreSwitch`).
+    /// settled first (`RestoreSwitch`), and a bundle install cut short in its exchange rolled back
+    /// (`settleInterruptedInstall`).
     public static func open(at path: some CStringConvertible) throws(ContainerError) -> Container {
         let path = path.pathBytes
         let shown = String(decoding: path, as: UTF8.self)
@@ -53,14 +54,17 @@ public struct Container: Sendable {
             throw ContainerError(
                 .cannotCreate, "no container at '\(shown)': run 'inbox init' to create one", cause: error)
         }
-        let container = Container(rootBytes: root, appName: try findAppName(root: root) ?? "App")
-        // A restore cut short in a two-step exchange may hold the state folder aside until it is settled.
-        if !isContainer(at: root), RestoreSwitch.isCutShortInExchange(container) {
-            try container.settleInterruptedRestore()
+        // Settled before the app's name is read: an install cut short in a two-step exchange may hold the bundle
+        // aside, and a restore cut short in one the state folder (which the install's lock is in).
+        let settling = Container(rootBytes: root, appName: "")
+        if try !holdsStateFolder(root), try RestoreSwitch.isCutShortInExchange(settling) {
+            try settling.settleInterruptedRestore()
         }
-        guard isContainer(at: root) else {
+        guard try holdsStateFolder(root) else {
             throw ContainerError(.cannotCreate, "'\(shown)' is not a container: run 'inbox init' to create one")
         }
+        try settling.settleInterruptedInstall()
+        let container = Container(rootBytes: root, appName: try findAppName(root: root) ?? "App")
         try container.settleInterruptedRestore()
         return container
     }
@@ -72,8 +76,20 @@ public struct Container: Sendable {
         return (try? fileStatus(in: currentDirectory, state))?.kind == .directory
     }
 
-    /// Creates the layout, or completes it; an existing container is left as it is, but for a restore cut short,
-    /// which is settled (`RestoreSwitch`). The root is mode 0700.
+    /// `isContainer`, where a failure to look throws (never taken for "not a container").
+    private static func holdsStateFolder(_ root: [UInt8]) throws(ContainerError) -> Bool {
+        let state = root + Array("/\(stateRelativePath)".utf8)
+        do {
+            return try fileStatusIfPresent(in: currentDirectory, state)?.kind == .directory
+        } catch .notDirectory {
+            return false
+        } catch {
+            throw error.failure("look at", state)
+        }
+    }
+
+    /// Creates the layout, or completes it; an existing container is left as it is, but for a restore or a bundle
+    /// install cut short, which is settled (`RestoreSwitch`, `settleInterruptedInstall`). The root is mode 0700.
     public static func create(at path: some CStringConvertible, appName: String? = nil) throws(ContainerError)
         -> Container
     {
@@ -106,6 +122,7 @@ public struct Container: Sendable {
                 .cannotCreate,
                 "'\(shownRoot)' holds other things ('\(first)'): a container is made only in an empty folder")
         }
+        try Container(rootBytes: root, appName: "").settleInterruptedInstall()
         let existing = try findAppName(root: root)
         if let existing, let appName, existing != appName {
             throw ContainerError(

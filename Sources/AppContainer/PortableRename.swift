@@ -6,8 +6,9 @@ import Synchronization
 /// EINVAL), the same move made without them:
 /// - a file (or symbolic link): `link` to the new name, then `unlink` of the old; EEXIST from `link` is success
 ///   when the new name holds the old one's inode (NFS can answer so to a LINK it retransmitted);
-/// - a folder: `mkdir` of the new name, then a plain `rename` onto that empty folder, which fails rather than
-///   replace once anything is in it.
+/// - a folder: `mkdir` of the new name (mode 0: a placeholder, told from a user's folder by
+///   `removeFolderPlaceholder`), then a plain `rename` onto that empty folder, which fails rather than replace once
+///   anything is in it.
 /// Throws EEXIST when the new name is taken, EOPNOTSUPP when the filesystem refuses `link` too (rclone), and every
 /// other failure of the calls. The fallback is not atomic: a crash between `link` and `unlink` leaves both names on
 /// one inode, and each caller's recovery finishes such a move. Which filesystems refuse the flags is remembered
@@ -51,6 +52,46 @@ package func finishInterruptedMove(
     return true
 }
 
+/// Removes the placeholder that `renameNoReplace`'s fallback made as the new name `name` of a folder in `folder`,
+/// where a crash cut off the `rename` onto it (ARCHITECTURE.md, "Network and FUSE filesystems"): an empty folder
+/// of mode 0 owned by this user, which no `mkdir` of a user's makes. Returns whether it did; false when `name` is
+/// missing, anything else, or no longer empty. Only a caller whose own record says that a folder was being moved
+/// to `name` may ask.
+package func removeFolderPlaceholder(in folder: CInt, _ name: some CStringConvertible) throws(Errno) -> Bool {
+    guard let status = try fileStatusIfPresent(in: folder, name), isFolderPlaceholder(status) else { return false }
+    return try removeIfEmpty(in: folder, name)
+}
+
+/// Removes the placeholders (`removeFolderPlaceholder`) a crash left where the folder item `name` was being moved
+/// into `folder`: among the names `naming` gives it, in turn up to the first free one (the fallback made its
+/// placeholder at the first name free then). Returns how many it removed.
+package func removeFolderPlaceholders(for name: FileName, in folder: CInt, naming: ClashNaming) throws(Errno) -> Int {
+    var removed = 0
+    for attempt in ClashNaming.attempts() {
+        let candidate = naming.candidate(for: name, attempt: attempt)
+        guard let status = try fileStatusIfPresent(in: folder, candidate) else { break }
+        if isFolderPlaceholder(status), try removeIfEmpty(in: folder, candidate) { removed += 1 }
+    }
+    return removed
+}
+
+private func isFolderPlaceholder(_ status: FileStatus) -> Bool {
+    status.kind == .directory && status.mode == folderPlaceholderMode && status.owner == geteuid()
+}
+
+/// `rmdir`; false when the folder is no longer empty (the folder's `rename` came meanwhile), or gone.
+private func removeIfEmpty(in folder: CInt, _ name: some CStringConvertible) throws(Errno) -> Bool {
+    do {
+        try system_unlinkat(folder, name, removeDirectory: true)
+    } catch .notEmpty, .fileExists, .noSuchFile {
+        return false
+    }
+    return true
+}
+
+/// The mode of the folder the fallback makes as a folder's new name: no bits, as no user's folder has.
+private let folderPlaceholderMode: mode_t = 0
+
 /// The fallback of `renameNoReplace`.
 private func moveWithoutFlags(
     _ fromDirectory: CInt, _ from: some CStringConvertible, _ toDirectory: CInt, _ to: some CStringConvertible
@@ -64,7 +105,7 @@ private func moveWithoutFlags(
     } catch .notPermitted, .isDirectory {
         let source = FileStatus(try system_lstatat(fromDirectory, from))
         guard source.kind == .directory else { throw refusedLink(toDirectory) }
-        try system_mkdirat(toDirectory, to, mode: 0o700)
+        try system_mkdirat(toDirectory, to, mode: folderPlaceholderMode)
         do {
             try system_renameat2(fromDirectory, from, toDirectory, to, [])
         } catch {

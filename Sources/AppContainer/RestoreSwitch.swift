@@ -29,9 +29,14 @@ package final class RestoreSwitch {
     static func stagingPath(_ container: Container) -> [UInt8] { container.rootBytes + [0x2F] + stagingName.bytes }
 
     /// Whether a restore was cut short in a two-step exchange, which may have moved a folder of the container aside.
-    static func isCutShortInExchange(_ container: Container) -> Bool {
+    /// A failure to look throws: never taken for "no", which would leave the folder aside.
+    static func isCutShortInExchange(_ container: Container) throws(ContainerError) -> Bool {
         let path = stagingPath(container) + [0x2F] + exchangeIntent.bytes
-        return (try? fileStatusIfPresent(in: currentDirectory, path)) != nil
+        do {
+            return try fileStatusIfPresent(in: currentDirectory, path) != nil
+        } catch {
+            throw error.failure("look at", path)
+        }
     }
 
     /// Takes the restore lock, waiting for a restore under way to end, and settles what a restore cut short left: a

@@ -65,12 +65,14 @@ import Synchronization
         package static var runsWorkersInline: Bool { current.map { !$0.threaded } ?? false }
 
         /// The plan `INBOX_CRASH_AT_CALL=N` asks of the command-line tool: die at its Nth call, for the crash
-        /// tests. Nil when the variable is not set.
+        /// tests; with `INBOX_CRASH_COUNTING=NAME`, at its Nth call of that wrapper (`renameat2`). Nil when the
+        /// variable is not set.
         package static var crashFromEnvironment: SyscallFaultPlan? {
             guard let text = getenv("INBOX_CRASH_AT_CALL"), let call = Int(String(cString: text)), call > 0 else {
                 return nil
             }
-            return SyscallFaultPlan(failing: call, crashing: true)
+            return SyscallFaultPlan(
+                failing: call, only: getenv("INBOX_CRASH_COUNTING").map { String(cString: $0) }, crashing: true)
         }
 
         /// "call 17 (renameat2) failed with ENOSPC"

@@ -29,6 +29,22 @@ import Testing
             FileManager.default.contents(atPath: root + "/App.app/Info.plist") == Data("<plist>info</plist>\n".utf8))
     }
 
+    /// The bundle in the backing folder `root` is the empty one of `init`, or the installed one, whole (`verify`);
+    /// no exchange is pending.
+    static func expectOldOrNew(_ root: String, _ container: String, _ label: String) throws {
+        #expect(!FileManager.default.fileExists(atPath: root + "/.inbox-bundle-exchange"), "\(label)")
+        guard FileManager.default.fileExists(atPath: root + "/App.app") else {
+            Issue.record("\(label): no App.app in \(try names(root))")
+            return
+        }
+        let bundle = try names(root + "/App.app")
+        if !bundle.isEmpty {
+            #expect(bundle == ["Info.plist", "Resources", "_CodeSignature"], "\(label)")
+            let verify = try InboxProcess.run("--container", container, "verify")
+            #expect(verify.status == 0, "\(label): \(verify.stderr)")
+        }
+    }
+
     @Test func aBundleIsInstalledOnTheMount() throws {
         let mount = try FuseMount()
         let folder = try TemporaryFolder()
@@ -56,6 +72,10 @@ import Testing
                 try Self.expectInstalled(mount.backing + "/c\(call)", "not killed")
                 return false
             }
+            // Any command finds the bundle again, the old one (empty) or the new one whole, no intent left.
+            let status = try InboxProcess.run("--container", container, "status")
+            #expect(status.status == 0, "crash at call \(call): \(status.stderr)")
+            try Self.expectOldOrNew(mount.backing + "/c\(call)", container, "crash at call \(call), then status")
             let again = try InboxProcess.run("--container", container, "init", "--bundle", source)
             #expect(again.status == 0, "crash at call \(call): \(again.stderr)")
             try Self.expectInstalled(mount.backing + "/c\(call)", "crash at call \(call)")

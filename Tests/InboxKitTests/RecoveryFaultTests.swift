@@ -116,9 +116,9 @@ import Testing
     /// swept by the move's own sweep, `MoveFaultTests`) and EINTR apart (the syscall layer retries it).
     static let errors = [EIO, EINTR].map(Errno.init)
 
-    /// The bug this suite was written for: a walk of Documents that fails (a `getdents64` after every name a clash would
-    /// give was looked at) was taken for "never renamed", the intent ended, and the item left in Documents with no
-    /// `moved` record. Now the intent is kept, the failure logged and reported, and the next try logs the move.
+    /// The bug this suite was written for: a walk of Documents that fails (a `getdents64` after every name a clash
+    /// would give was looked at) was taken for "never renamed", the intent ended, and the item left in Documents with
+    /// no `moved` record. Now the intent is kept, the failure logged and reported, and the next try logs the move.
     @Test func aWalkOfDocumentsThatFailsKeepsTheIntent() throws {
         let counting = SyscallFaultPlan(only: "getdents64")
         let countingWorld = try Self.crash(at: .renamedAndRenamedAgain)

@@ -124,7 +124,17 @@ extension Inbox {
             } catch {
                 throw error.failure("look in Documents for", itemPath(intent.name))
             }
-            guard let moved = found else { return }
+            guard let moved = found else {
+                // Not renamed. A folder's move by `mkdir` and `rename` (ARCHITECTURE.md, "Network and FUSE
+                // filesystems") may have stopped between the two: the empty folder it made goes, so that the item
+                // takes its own name when moved again, not the next one beside it.
+                do {
+                    _ = try removeFolderPlaceholders(for: intent.name, in: documents.rawValue, naming: .documents)
+                } catch {
+                    throw error.failure("settle the move of", itemPath(intent.name))
+                }
+                return
+            }
             // Renamed: the write bit may not have come back before the crash. Given first, so that a failure leaves
             // the intent, to be tried again. A rename made by `link` and `unlink` (ARCHITECTURE.md, "Network and FUSE
             // filesystems") may have stopped between the two: the Inbox name still on the file is unlinked first.

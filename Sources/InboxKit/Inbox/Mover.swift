@@ -82,6 +82,9 @@ package struct Mover {
             do {
                 // Renamed aside by `link` and `unlink` and cut between the two: the item still has its name.
                 if try finishInterruptedMove(inboxFolder.rawValue, name, inboxFolder.rawValue, original) { continue }
+                // A folder's, cut between the `mkdir` of its aside name and the `rename` onto it: the item still has
+                // its name, and the empty placeholder goes.
+                if try removeFolderPlaceholder(in: inboxFolder.rawValue, name) { continue }
                 try inboxFolder.descriptor.putBack(name, from: inboxFolder.rawValue, as: original)
             } catch {
                 failures.append((original, error))
@@ -90,9 +93,10 @@ package struct Mover {
         return failures
     }
 
-    /// Gives a moved file's owner back the write bit, unless it has another hard link now (the chmod would
-    /// reach that name too; a client's hidden name is none: `otherLinks`). `file`, when given, is the item already open; `status`, when given, what the checked
-    /// rename read of it under its new name (the same file: read again, it would say the same a moment later).
+    /// Gives a moved file's owner back the write bit, unless it has another hard link now (the chmod would reach that
+    /// name too; a client's hidden name is none: `otherLinks`). `file`, when given, is the item already open; `status`,
+    /// when given, what the checked rename read of it under its new name (the same file: read again, it would say the
+    /// same a moment later).
     func restoreOwnerWrite(_ moved: FileName, file: CInt? = nil, status known: FileStatus? = nil) throws(Errno) {
         if let file {
             let status: FileStatus

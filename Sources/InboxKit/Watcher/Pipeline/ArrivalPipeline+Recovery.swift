@@ -76,6 +76,17 @@ extension ArrivalPipeline {
             failed.schedule(name, unsettled)
             return
         }
+        // A folder's move by `mkdir` and `rename` (ARCHITECTURE.md, "Network and FUSE filesystems") may have stopped
+        // between the two: the empty folder it made goes, so that the folder takes its own name when moved again.
+        if disposition == .move, let status, status.kind == .directory, Identity(status) == id {
+            do {
+                _ = try removeFolderPlaceholders(for: name, in: documents.rawValue, naming: .documents)
+            } catch {
+                fail(during: "look in Documents for", name, error, folder: loggedInbox, to: &records)
+                failed.schedule(name, unsettled)
+                return
+            }
+        }
         if let status, Identity(status) == id, !(disposition == .move && status.linkCount > 1) {
             failed.remove(name)
             let decided = Decided(name: name, status: status, disposition: disposition)

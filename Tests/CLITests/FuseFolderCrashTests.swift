@@ -1,0 +1,91 @@
+import Foundation
+import FuseSupport
+import Glibc
+import Testing
+
+/// A folder item moved on a FUSE filesystem (bindfs), where a folder moves by `mkdir` of its new name, then `rename`
+/// onto that empty folder (ARCHITECTURE.md, "Network and FUSE filesystems"), by `inbox move` and by the watcher,
+/// killed at each of their `mkdirat` and `renameat2` calls in turn, then started again: Documents holds the folder
+/// once, under its own name, whole, and no empty folder beside it.
+@Suite(.serialized) struct FuseFolderCrashTests {
+    static let killed: Int32 = 128 + SIGKILL
+
+    /// Runs `round(call, name)` at each call of `mkdirat`, then of `renameat2` (`INBOX_CRASH_COUNTING`), until the
+    /// command is no longer killed; returns how many rounds were.
+    static func everyFallbackCall(_ label: String, _ round: (Int, String) throws -> Bool) throws -> Int {
+        var crashes = 0
+        for name in ["mkdirat", "renameat2"] {
+            crashes += try CrashPointTests.everyCrashPoint("\(label) at \(name)") { call in try round(call, name) }
+        }
+        return crashes
+    }
+
+    /// A container on the mount whose Inbox holds the folder `d`, two files in it.
+    static func containerWithFolder(_ mount: FuseMount, _ name: String) throws -> String {
+        let container = mount.mountPoint + "/" + name
+        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        try CrashPointTests.write(container + "/Documents/Inbox/d/one.txt", "one")
+        try CrashPointTests.write(container + "/Documents/Inbox/d/deep/two.txt", "two")
+        return container
+    }
+
+    /// Documents (as the backing folder holds it) has `d` and the Inbox alone, `d` whole, and one `moved` record.
+    static func expectFolderOnce(_ mount: FuseMount, _ name: String, _ label: String) throws {
+        let documents = mount.backing + "/" + name + "/Documents"
+        #expect(try FileManager.default.contentsOfDirectory(atPath: documents).sorted() == ["Inbox", "d"], "\(label)")
+        #expect(FileManager.default.contents(atPath: documents + "/d/one.txt") == Data("one".utf8), "\(label)")
+        #expect(FileManager.default.contents(atPath: documents + "/d/deep/two.txt") == Data("two".utf8), "\(label)")
+        let visible = try FileManager.default.contentsOfDirectory(atPath: documents + "/Inbox").filter {
+            !$0.hasPrefix(".")
+        }
+        #expect(visible.isEmpty, "\(label): left in the Inbox: \(visible)")
+        let moved = logRecords(mount.mountPoint + "/" + name, event: "moved").compactMap { $0["to"] as? String }
+        #expect(moved == ["Documents/d"], "\(label)")
+    }
+
+    @Test func aFolderMovedByInboxMoveKilledAtAnyCallTakesItsOwnNameOnce() throws {
+        let mount = try FuseMount()
+        let points = try Self.everyFallbackCall("inbox move (folder) on bindfs") { call, name in
+            let round = "c-\(name)-\(call)"
+            let container = try Self.containerWithFolder(mount, round)
+            defer { try? FileManager.default.removeItem(atPath: container) }
+            let move = try InboxProcess.run(
+                "--container", container, "move", "d",
+                environment: ["INBOX_CRASH_AT_CALL": "\(call)", "INBOX_CRASH_COUNTING": name])
+            guard move.status == Self.killed else {
+                #expect(move.status == 0, "\(move.stderr)")
+                try Self.expectFolderOnce(mount, round, "not killed")
+                return false
+            }
+            // Started again: the journal is settled, and the folder moved (66 when the crash came after its rename).
+            let again = try InboxProcess.run("--container", container, "move", "d")
+            #expect(again.status == 0 || again.status == 66, "crash at \(name) \(call): \(again.stderr)")
+            try Self.expectFolderOnce(mount, round, "crash at \(name) \(call)")
+            return true
+        }
+        #expect(points >= 3)
+    }
+
+    @Test func aFolderMovedByTheWatcherKilledAtAnyCallTakesItsOwnNameOnce() throws {
+        let mount = try FuseMount()
+        let arguments = ["watch", "--once", "--on-arrival", "move"]
+        let points = try Self.everyFallbackCall("inbox watch (folder) on bindfs") { call, name in
+            let round = "c-\(name)-\(call)"
+            let container = try Self.containerWithFolder(mount, round)
+            defer { try? FileManager.default.removeItem(atPath: container) }
+            let watch = try InboxProcess.run(
+                (["--container", container] + arguments).map { Array($0.utf8) },
+                environment: ["INBOX_CRASH_AT_CALL": "\(call)", "INBOX_CRASH_COUNTING": name])
+            guard watch.status == Self.killed else {
+                #expect(watch.status == 0, "\(watch.stderr)")
+                try Self.expectFolderOnce(mount, round, "not killed")
+                return false
+            }
+            let again = try InboxProcess.run((["--container", container] + arguments).map { Array($0.utf8) })
+            #expect(again.status == 0, "crash at \(name) \(call): \(again.stderr)")
+            try Self.expectFolderOnce(mount, round, "crash at \(name) \(call)")
+            return true
+        }
+        #expect(points >= 3)
+    }
+}
