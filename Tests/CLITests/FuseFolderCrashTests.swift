@@ -88,4 +88,20 @@ import Testing
         }
         #expect(points >= 3)
     }
+
+    /// An item's deletion moves it aside (`.inbox-delete.<name>`) first; for a folder on bindfs by `mkdir` then
+    /// `rename`, and a kill between the two leaves the empty placeholder (mode 0: `FolderPlaceholderTests`) beside the
+    /// item. The next start removes it: it never comes back as an empty item beside the folder (`d-1`).
+    @Test func aFolderDeletionCutBeforeItsRenameLeavesNoFolderBesideIt() throws {
+        let mount = try FuseMount()
+        let container = try Self.containerWithFolder(mount, "c-delete")
+        let inbox = container + "/Documents/Inbox"
+        #expect(mkdir(inbox + "/.inbox-delete.d", 0) == 0)
+        let keeping = ["--container", container, "watch", "--once", "--on-arrival", "keep"] + CrashPointTests.quickPoll
+        let watch = try InboxProcess.run(keeping.map { Array($0.utf8) })
+        #expect(watch.status == 0, "\(watch.stderr)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: mount.backing + "/c-delete/Documents/Inbox")
+        #expect(left.filter { !$0.hasPrefix(".inbox-index") } == ["d"], "\(left)")
+        #expect(FileManager.default.contents(atPath: inbox + "/d/one.txt") == Data("one".utf8))
+    }
 }
