@@ -117,12 +117,15 @@ package func checkedRenameWithStatus(
 }
 
 /// Renames `current` in `source` back into `folder` as `name`, or the first free Inbox-style name beside it
-/// (`name-1`, …); returns the name it took.
+/// (`name-1`, …); returns the name it took. `current` must have been moved there from `name`: where a move by `link`
+/// and `unlink` was cut between the two, `current` is a second name of the file still at `name`, and is unlinked
+/// (`finishInterruptedMove`, ARCHITECTURE.md, "Network and FUSE filesystems"), never put back beside it.
 @discardableResult
 package func putBack(_ current: FileName, from source: CInt, into folder: CInt, as name: FileName) throws(Errno)
     -> FileName
 {
-    try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
+    if try finishInterruptedMove(source, current, folder, name) { return name }
+    return try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
         try renameNoReplace(source, current, folder, candidate)
     }
 }

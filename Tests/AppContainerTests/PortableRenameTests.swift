@@ -54,6 +54,22 @@ import Testing
         #expect(try status(mount.backing + "/b").linkCount == 1)
     }
 
+    /// An item moved aside (a claim, a deletion's or a cleanup's aside) by `link` and `unlink`, cut between the two:
+    /// put back, the aside is unlinked, never renamed beside the item as a second name of it (`name-1`).
+    @Test func anAsideCutBetweenLinkAndUnlinkIsPutBackByUnlinkingIt() throws {
+        let mount = try FuseMount()
+        let folder = try FileDescriptor(folder: mount.mountPoint)
+        try makeFile(mount.mountPoint + "/item", [1])
+        #expect(link(mount.mountPoint + "/item", mount.mountPoint + "/.aside") == 0)
+        #expect(try folder.putBack(name(".aside"), from: folder.rawValue, as: name("item")) == name("item"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: mount.backing) == ["item"])
+        #expect(try status(mount.backing + "/item").linkCount == 1)
+        // An aside that is another file still goes beside the name.
+        try makeFile(mount.mountPoint + "/.other", [2])
+        #expect(try folder.putBack(name(".other"), from: folder.rawValue, as: name("item")) == name("item-1"))
+        #expect(try readFile(mount.mountPoint + "/item") == [1] && readFile(mount.mountPoint + "/item-1") == [2])
+    }
+
     @Test func aLocalFilesystemKeepsTheAtomicRename() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

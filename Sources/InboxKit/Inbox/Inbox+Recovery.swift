@@ -96,13 +96,9 @@ extension Inbox {
                 try logRecoveredMove(intent, to: done)
                 return
             }
-            var back = intent.name
+            let back: FileName
             do {
-                // A claim made by `link` and `unlink` and cut between the two (ARCHITECTURE.md, "Network and FUSE
-                // filesystems"): the item still has its name, and the claim is unlinked.
-                if try !finishInterruptedMove(inboxFolder.rawValue, claim, inboxFolder.rawValue, intent.name) {
-                    back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
-                }
+                back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
                 try inboxFolder.sync()
             } catch {
                 throw error.failure("roll back the move of", itemPath(intent.name))

@@ -80,8 +80,6 @@ package struct Mover {
         for name in try inboxFolder.descriptor.entries() where name.bytes.starts(with: Self.deletingPrefix) {
             guard let original = FileName(bytes: name.bytes.dropFirst(Self.deletingPrefix.count)) else { continue }
             do {
-                // Renamed aside by `link` and `unlink` and cut between the two: the item still has its name.
-                if try finishInterruptedMove(inboxFolder.rawValue, name, inboxFolder.rawValue, original) { continue }
                 // A folder's, cut between the `mkdir` of its aside name and the `rename` onto it: the item still has
                 // its name, and the empty placeholder goes.
                 if try removeFolderPlaceholder(in: inboxFolder.rawValue, name) { continue }
