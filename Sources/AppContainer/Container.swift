@@ -202,7 +202,7 @@ public struct Container: Sendable {
         do {
             let folder = try FileDescriptor(root, [.directory])
             for name in try folder.entries() where name.bytes.count > 4 && name.string.hasSuffix(".app") {
-                if (try? fileStatus(in: folder.rawValue, name))?.kind == .directory {
+                if try fileStatusIfPresent(in: folder.rawValue, name)?.kind == .directory {
                     return String(name.string.dropLast(4))
                 }
             }

@@ -6,6 +6,25 @@ import Testing
 @Suite struct ContainerTests {
     // MARK: create
 
+    /// Each `statx` of `Container.open` failing in turn: the open fails, or finds the app's bundle; a failure to look
+    /// at `Mail.app` is never taken for "no bundle" (the app then named `App`).
+    @Test func aFailedLookAtTheBundleIsAnErrorNeverAnotherAppName() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        _ = try Container.create(at: scratch.at("c"), appName: "Mail")
+        var failed = 0
+        for call in 1...100 {
+            let plan = SyscallFaultPlan(failing: call, only: "statx")
+            let opened = Result { try plan.run { try Container.open(at: scratch.at("c")) } }
+            guard plan.injected != nil else { break }
+            switch opened {
+            case .success(let container): #expect(container.appName == "Mail", "\(plan.summary)")
+            case .failure: failed += 1
+            }
+        }
+        #expect(failed > 0)
+    }
+
     @Test func createMakesEveryPlaceAsAFolder() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
