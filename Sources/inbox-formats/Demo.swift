@@ -88,12 +88,12 @@ enum Demo {
         say("Read the whole log with: \(invocation) --container \(ShellCompletion.quoted(container.root)) log")
     }
 
-    /// How to run this binary again as the user ran it: `inbox` when found on the PATH, else its real path.
+    /// How to run `inbox` again as the user ran it: `inbox` when found on the PATH, else the path it was run by, which
+    /// the hand-over to `inbox-formats` keeps as the first argument (this binary's own path would name
+    /// `inbox-formats`).
     private static var invocation: String {
         let first = CommandLine.arguments.first ?? "inbox"
-        guard first.contains("/") else { return first }
-        let real = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? first
-        return ShellCompletion.quoted(real)
+        return first.contains("/") ? ShellCompletion.quoted(first) : first
     }
 
     /// Waits until the log holds `count` records of each of `kinds`, or fails after a minute or when the watcher
