@@ -41,14 +41,28 @@ public final class FuseMount: @unchecked Sendable {
         try mount(options: options)
     }
 
-    /// Mounts the backing folder again: the mount gets a new device number, as a network filesystem does at every
-    /// mount.
+    /// Mounts the backing folder again with a new device number, as a network filesystem gets at every mount.
     public func remount(options: [String] = []) throws {
+        let before = try device()
         try unmount()
-        // The kernel gives a new mount the lowest free number: another mount takes the one just freed meanwhile.
-        let spacer = try FuseMount()
-        try mount(options: options)
-        try spacer.unmount()
+        // The kernel gives a new mount the lowest free number, and other tests free numbers meanwhile: spacers hold
+        // free numbers until the mount gets one other than the number it had.
+        var spacers: [FuseMount] = []
+        defer { for spacer in spacers { try? spacer.unmount() } }
+        for _ in 0..<64 {
+            spacers.append(try FuseMount())
+            try mount(options: options)
+            if try device() != before { return }
+            try unmount()
+        }
+        throw FuseMountError("\(mountPoint) got device \(before) at each of 64 mounts")
+    }
+
+    /// The mount's device number.
+    private func device() throws -> dev_t {
+        var status = stat()
+        guard stat(mountPoint, &status) == 0 else { throw FuseMountError("stat \(mountPoint): errno \(errno)") }
+        return status.st_dev
     }
 
     /// Unmounts, waiting while the mount is busy (a process that just exited may still hold a file on it).
