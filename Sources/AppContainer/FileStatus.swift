@@ -88,15 +88,21 @@ extension FileDescriptor {
     }
 }
 
-/// The status of `name` in the folder `directory`, never following a symbolic link.
-package func fileStatus(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus {
-    FileStatus(try system_statx(directory, name))
+/// The status of `name` in the folder `directory`, never following a symbolic link; `fresh`, as the server has it,
+/// past a network or FUSE client's attribute cache (ARCHITECTURE.md, "Network and FUSE filesystems").
+package func fileStatus(in directory: CInt, _ name: some CStringConvertible, fresh: Bool = false) throws(Errno)
+    -> FileStatus
+{
+    FileStatus(try system_statx(directory, name, fresh: fresh))
 }
 
-/// The status of `name` in `directory`, or nil when there is no such file; any other failure is thrown.
-package func fileStatusIfPresent(in directory: CInt, _ name: some CStringConvertible) throws(Errno) -> FileStatus? {
+/// The status of `name` in `directory` (`fileStatus`), or nil when there is no such file; any other failure is
+/// thrown.
+package func fileStatusIfPresent(in directory: CInt, _ name: some CStringConvertible, fresh: Bool = false)
+    throws(Errno) -> FileStatus?
+{
     do {
-        return try fileStatus(in: directory, name)
+        return try fileStatus(in: directory, name, fresh: fresh)
     } catch .noSuchFile {
         return nil
     }

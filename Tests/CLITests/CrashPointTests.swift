@@ -10,6 +10,14 @@ import Testing
 @Suite struct CrashPointTests {
     static let killed: Int32 = 128 + SIGKILL
 
+    /// Each record of the container's log as `event path [to]`, for a failure's message.
+    static func logSummary(_ container: String) -> String {
+        logRecords(container).map { record in
+            [record["event"], record["path"] ?? record["from"], record["to"], record["reason"] ?? record["message"]]
+                .compactMap { $0.map { "\($0)" } }.joined(separator: " ")
+        }.joined(separator: " | ")
+    }
+
     /// For `watch --once` on a polled Inbox (bindfs), which waits for what it lists to hold still for `--settle`
     /// (2 s): the files of a round are whole before it starts, and a sweep runs it hundreds of times.
     static let quickPoll = ["--poll-interval", "0.05", "--settle", "0.05"]
@@ -125,7 +133,8 @@ import Testing
             #expect(folders == ["d"], "call \(call): the folder is in \(folders)")
             let names = try FileManager.default.contentsOfDirectory(atPath: documents).sorted()
             #expect(
-                names == ["Inbox"] + (files.keys.sorted() + ["d"]).sorted(), "call \(call): Documents holds \(names)")
+                names == ["Inbox"] + (files.keys.sorted() + ["d"]).sorted(),
+                "call \(call): Documents holds \(names); the log: \(Self.logSummary(container)); \(again.stderr)")
             let visible = try FileManager.default.contentsOfDirectory(atPath: inbox).filter { !$0.hasPrefix(".") }
             #expect(visible.isEmpty, "crash at call \(call): left in the Inbox: \(visible)")
             for kind in ["arrived", "moved"] {

@@ -130,7 +130,8 @@ extension ArrivalPipeline {
             }
             let status: FileStatus?
             do {
-                status = try fileStatusIfPresent(in: inboxFolder.rawValue, name)
+                // Fresh, as at validation: the mover takes a file of one link for one with no foreign hard link.
+                status = try fileStatusIfPresent(in: inboxFolder.rawValue, name, fresh: true)
             } catch {
                 fail(during: "read", name, error, folder: loggedInbox, to: &records)
                 failed.schedule(name, entry.payload)

@@ -70,7 +70,10 @@ extension ArrivalPipeline {
         let unsettled = Pending(identity: id, disposition: disposition, recovering: true)
         let status: FileStatus?
         do {
-            status = try fileStatusIfPresent(in: inboxFolder.rawValue, name)
+            // Fresh: a FUSE or NFS client may still give the item the one link it had before a `link` that the
+            // crash cut off from its `unlink` (ARCHITECTURE.md, "Network and FUSE filesystems"). Moved again on
+            // that word, it would clash with its own second name in Documents and take a name beside it.
+            status = try fileStatusIfPresent(in: inboxFolder.rawValue, name, fresh: true)
         } catch {
             fail(during: "read", name, error, folder: loggedInbox, to: &records)
             failed.schedule(name, unsettled)
