@@ -104,4 +104,33 @@ import Testing
         #expect(left.filter { !$0.hasPrefix(".inbox-index") } == ["d"], "\(left)")
         #expect(FileManager.default.contents(atPath: inbox + "/d/one.txt") == Data("one".utf8))
     }
+
+    /// A clean sets each entry aside (`.inbox-clean.<inode>`) before it removes it; for a folder on bindfs by `mkdir`
+    /// then `rename`. Killed at each of those calls, the next clean settles the batch: the folder is gone once, with
+    /// its `deleted` record, and no empty placeholder stays behind it (hidden, walks pass it over: it stayed for good).
+    @Test func aFolderCleanedKilledAtAnyCallLeavesNoPlaceholder() throws {
+        let mount = try FuseMount()
+        let points = try Self.everyFallbackCall("inbox clean (folder) on bindfs") { call, name in
+            let round = "c-clean-\(name)-\(call)"
+            let container = mount.mountPoint + "/" + round
+            #expect(try InboxProcess.run("--container", container, "init").status == 0)
+            defer { try? FileManager.default.removeItem(atPath: container) }
+            try CrashPointTests.write(container + "/tmp/work/part", "scratch")
+            let clean = try InboxProcess.run(
+                "--container", container, "clean",
+                environment: ["INBOX_CRASH_AT_CALL": "\(call)", "INBOX_CRASH_COUNTING": name])
+            if clean.status == Self.killed {
+                let again = try InboxProcess.run("--container", container, "clean")
+                #expect(again.status == 0, "crash at \(name) \(call): \(again.stderr)")
+            } else {
+                #expect(clean.status == 0, "\(clean.stderr)")
+            }
+            let left = try FileManager.default.contentsOfDirectory(atPath: mount.backing + "/" + round + "/tmp")
+            #expect(left.isEmpty, "crash at \(name) \(call): tmp holds \(left)")
+            let deleted = logRecords(container, event: "deleted").compactMap { $0["path"] as? String }
+            #expect(deleted == ["tmp/work"], "crash at \(name) \(call)")
+            return clean.status == Self.killed
+        }
+        #expect(points >= 2)
+    }
 }

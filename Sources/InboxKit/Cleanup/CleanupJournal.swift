@@ -159,6 +159,9 @@ struct CleanupJournal {
                             continue
                         }
                     }
+                } else if try removeFolderPlaceholder(in: open.rawValue, item.aside) {
+                    // A folder's aside cut between the `mkdir` and the `rename` of the fallback (ARCHITECTURE.md,
+                    // "Network and FUSE filesystems"): the folder still has its name, and the empty aside goes.
                 } else if let status = try fileStatusIfPresent(in: open.rawValue, item.aside), item.matches(status) {
                     try item.putBack(in: open.rawValue)
                 }
