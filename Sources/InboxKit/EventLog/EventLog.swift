@@ -284,7 +284,9 @@ public final class EventLog: Sendable {
     private func prepareLog(_ writer: inout Writer) throws(ContainerError) -> CInt {
         var named: FileStatus?
         do {
-            named = try fileStatus(in: folder, Self.logName)
+            // Fresh: a FUSE or NFS client may still give the log the one link it had before a rotation's `link`,
+            // which a crash cut off from its `unlink` (ARCHITECTURE.md, "Network and FUSE filesystems").
+            named = try fileStatus(in: folder, Self.logName, fresh: true)
         } catch .noSuchFile {
             named = nil
         } catch {
