@@ -54,6 +54,8 @@ public struct Container: Sendable {
             throw ContainerError(
                 .cannotCreate, "no container at '\(shown)': run 'inbox init' to create one", cause: error)
         }
+        // Before the container check: every command names a filesystem no container can live on.
+        try refuseUnsafeFilesystem(root)
         // Settled before the app's name is read: an install cut short in a two-step exchange may hold the bundle
         // aside, and a restore cut short in one the state folder (which the install's lock is in).
         let settling = Container(rootBytes: root, appName: "")
@@ -98,6 +100,8 @@ public struct Container: Sendable {
         }
         let path = path.pathBytes
         let shown = String(decoding: path, as: UTF8.self)
+        // Before anything is made: a container nothing could use is never built, not even its folder.
+        try refuseUnsafeFilesystem(nearestExisting(path), named: path)
         try makeFolders(path)
         let root: [UInt8]
         let foreign: [FileName]
@@ -108,7 +112,7 @@ public struct Container: Sendable {
             // with what an install cut short left: `.inbox-bundle…`, which the next install settles).
             foreign = try rootFolder.entries().filter {
                 !layoutNames.contains($0.string) && !$0.string.hasSuffix(".app") && $0 != RestoreSwitch.stagingName
-                    && !$0.string.hasPrefix(".inbox-bundle")
+                    && !$0.string.hasPrefix(".inbox-bundle") && !$0.string.hasPrefix(IdentityProbe.prefix)
             }
             if foreign.isEmpty { try system_fchmod(rootFolder.rawValue, 0o700) }
         } catch .notDirectory {
@@ -214,6 +218,18 @@ public struct Container: Sendable {
 
     /// The names a container holds at its root, besides `<App>.app`.
     private static let layoutNames: Set<String> = ["Documents", "Library", "tmp"]
+
+    /// `path` if it exists, else its nearest parent that does (`.` for a relative path none of whose parents does).
+    private static func nearestExisting(_ path: [UInt8]) -> [UInt8] {
+        var candidate = path
+        while !candidate.isEmpty {
+            if (try? fileStatusIfPresent(in: currentDirectory, candidate)) != nil { return candidate }
+            guard let slash = candidate.lastIndex(of: 0x2F) else { break }
+            candidate = slash == candidate.startIndex ? [0x2F] : Array(candidate[..<slash])
+            if candidate == [0x2F] { return candidate }
+        }
+        return [0x2E]
+    }
 
     /// `mkdir -p`.
     private static func makeFolders(_ path: [UInt8]) throws(ContainerError) {

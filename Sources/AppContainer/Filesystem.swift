@@ -45,19 +45,18 @@ package struct Filesystem: Sendable, Equatable {
         Self.networkTypes.contains(type) || type == Self.fuseType ? name : nil
     }
 
-    /// Why an `flock` here may not reach other hosts (`sshfs`, `nolock`), so that `watch` needs `--single-host`;
-    /// nil where it does (NFS, SMB) or where no other host writes (a local filesystem).
+    /// Why an `flock` here may not reach other hosts or another path to the same files (`FUSE`, `nolock`,
+    /// `local_lock=all`), so that a container here must be declared single-host before anything writes to it; nil
+    /// where it does (NFS, SMB) or where no other host writes (a local filesystem). Every FUSE filesystem is one: no
+    /// client can tell whether the filesystem forwards locks (bindfs does not by default, sshfs and rclone never).
     package var localLockReason: String? {
-        guard let mountType, pollReason != nil else { return nil }
+        guard pollReason != nil else { return nil }
         if let option = options.first(where: {
             $0 == "nolock" || $0.hasPrefix("local_lock=") && $0 != "local_lock=none"
         }) {
             return option
         }
-        for single in ["fuse.sshfs", "fuse.rclone"] where mountType == single {
-            return String(single.dropFirst("fuse.".count))
-        }
-        return nil
+        return type == Self.fuseType ? "FUSE" : nil
     }
 
     /// The options that set how long the client caches attributes and names (`acdirmax=60`, `lookupcache=all`,

@@ -15,6 +15,10 @@ public struct Preferences: Sendable, Equatable {
     public var logMaxBytes: Int64 = 16 << 20
     /// How many rotated logs are kept, the newest (20); at least 1, so that the next log goes on from the last seq.
     public var logKeepRotated: Int64 = 20
+    /// The container is declared single-host (`inbox init --single-host`): no other host, and no other path on this
+    /// one, writes to it. Required before anything writes to a container on a filesystem whose locks may keep to one
+    /// path (ARCHITECTURE.md, "Network and FUSE filesystems").
+    public var singleHost = false
 
     /// The defaults.
     public init() {}
@@ -50,7 +54,7 @@ public struct Preferences: Sendable, Equatable {
             throw error.failure("read the preferences", path(container))
         }
         // Any property list whose top level is a dictionary; each of its values a whole number or not (nil).
-        guard let plist = try? PropertyListDecoder().decode([String: WholeNumber].self, from: data) else {
+        guard let plist = try? PropertyListDecoder().decode([String: PlistValue].self, from: data) else {
             throw ContainerError(.badData, "'\(path(container))' is not a property list: fix or delete it")
         }
         for (key, keyPath, range, unit) in keys {
@@ -64,14 +68,34 @@ public struct Preferences: Sendable, Equatable {
             }
             preferences[keyPath: keyPath] = number
         }
+        if let value = plist[singleHostKey] {
+            guard let flag = value.flag else {
+                throw ContainerError(.badData, "'\(singleHostKey)' in '\(path(container))' must be true or false: fix it")
+            }
+            preferences.singleHost = flag
+        }
         return preferences
     }
 
     /// Writes the file with every key, keeping values already there; atomically and durably (`Container.write`).
     public static func writeDefaults(_ container: Container) throws(ContainerError) {
-        let current = try load(container)
-        var plist: [String: Int64] = [:]
-        for (key, keyPath, _, _) in keys { plist[key] = current[keyPath: keyPath] }
+        try write(try load(container), to: container)
+    }
+
+    /// Declares the container single-host (`singleHost`), keeping every other value.
+    public static func declareSingleHost(_ container: Container) throws(ContainerError) {
+        var preferences = try load(container)
+        guard !preferences.singleHost else { return }
+        preferences.singleHost = true
+        try write(preferences, to: container)
+    }
+
+    private static let singleHostKey = "singleHost"
+
+    /// Writes `preferences` with every key; atomically and durably (`Container.write`).
+    private static func write(_ current: Preferences, to container: Container) throws(ContainerError) {
+        var plist: [String: PlistValue] = [singleHostKey: PlistValue(flag: current.singleHost)]
+        for (key, keyPath, _, _) in keys { plist[key] = PlistValue(number: current[keyPath: keyPath]) }
         let data: Data
         do {
             let encoder = PropertyListEncoder()
@@ -86,11 +110,24 @@ public struct Preferences: Sendable, Equatable {
     private static let fileName = FileName("inbox.plist").unsafelyUnwrapped
 }
 
-/// A value of the preferences' property list: its whole number, or nil for any other value (text, a real, a date…).
-private struct WholeNumber: Decodable {
-    let number: Int64?
+/// A value of the preferences' property list: its whole number or its truth value, each nil for any other value
+/// (text, a real, a date…).
+private struct PlistValue: Codable {
+    var number: Int64?
+    var flag: Bool?
+
+    init(number: Int64) { self.number = number }
+
+    init(flag: Bool) { self.flag = flag }
 
     init(from decoder: any Decoder) throws {
-        number = try? decoder.singleValueContainer().decode(Int64.self)
+        let value = try decoder.singleValueContainer()
+        flag = try? value.decode(Bool.self)
+        number = flag == nil ? try? value.decode(Int64.self) : nil
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var value = encoder.singleValueContainer()
+        if let flag { try value.encode(flag) } else { try value.encode(number ?? 0) }
     }
 }

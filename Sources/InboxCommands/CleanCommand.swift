@@ -24,6 +24,7 @@ struct CleanCommand: Command {
     static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let overrides = try policyOverrides(arguments)
         let container = try Container.open(at: containerPath)
+        if !arguments.flags.contains("--dry-run") { try container.requireSingleHost() }
         var policy = try Preferences.load(container)
         for (keyPath, value) in overrides { policy[keyPath: keyPath] = value }
         let plan = CleanupPlan(container: container, policy: policy)

@@ -6,15 +6,28 @@ import InboxKit
 struct InitCommand: Command {
     static let name = "init"
     static let abstract = "Create the container layout (idempotent), seal a bundle, run one-time setup."
-    static let usage = "init [--app NAME] [--bundle DIR]"
+    static let usage = "init [--app NAME] [--bundle DIR] [--single-host]"
     static let options = [
         ("--app NAME", "the app's name: the bundle is NAME.app (default: App)"),
         ("--bundle DIR", "install DIR as NAME.app and seal it (once per container; again only if identical)"),
+        (
+            "--single-host",
+            "declare that no other host or path writes to the container (kept in its preferences): needed before"
+                + " anything writes to it on FUSE, or on NFS with nolock or local_lock"
+        ),
     ]
-    static let spec = Arguments.Spec(valued: ["--app", "--bundle"])
+    static let spec = Arguments.Spec(flags: ["--single-host"], valued: ["--app", "--bundle"])
 
     static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let container = try Container.create(at: containerPath, appName: arguments.string("--app"))
+        if arguments.flags.contains("--single-host") {
+            try Preferences.declareSingleHost(container)
+        } else {
+            let filesystem = try container.filesystem()
+            if let reason = filesystem.localLockReason, try !Preferences.load(container).singleHost {
+                Output.problem(container.singleHostAdvice(filesystem, reason: reason, refusing: false))
+            }
+        }
         if let bundle = arguments.path("--bundle") { try AppBundle(container: container).install(from: bundle) }
         let inbox = try Inbox(container: container)
         try inbox.sweepAbandonedStaging()
@@ -50,7 +63,9 @@ struct DeliverCommand: Command {
             }
         }
         let format = try ResultFormat(arguments)
-        let inbox = try Inbox(containerPath: containerPath)
+        let container = try Container.open(at: containerPath)
+        try container.requireSingleHost()
+        let inbox = try Inbox(container: container)
         // What was delivered is printed even when a later file fails: those stay delivered.
         let outcome = inbox.deliverReporting(sources)
         if format == .json {
@@ -77,7 +92,9 @@ struct MoveCommand: Command {
     /// stderr, the rest go on, and the command then fails with the first one's status.
     static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let format = try ResultFormat(arguments)
-        let inbox = try Inbox(containerPath: containerPath)
+        let container = try Container.open(at: containerPath)
+        try container.requireSingleHost()
+        let inbox = try Inbox(container: container)
         let items = arguments.positionals
         var failures: [ContainerError] = []
         for item in items {

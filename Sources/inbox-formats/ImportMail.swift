@@ -10,7 +10,9 @@ enum ImportMail {
         let sources = arguments.positionals
         let importer: MailImporter
         do {
-            importer = try MailImporter(inbox: try Inbox(containerPath: containerPath), limits: try limits(arguments))
+            let container = try Container.open(at: containerPath)
+            try container.requireSingleHost()
+            importer = try MailImporter(inbox: try Inbox(container: container), limits: try limits(arguments))
         } catch {
             throw ImportCommand.failedBeforeRunning(error, words: sources[...])
         }

@@ -58,6 +58,30 @@ import Testing
         #expect(poll.isSettling)
     }
 
+    /// Where the folder lists no true inodes (sshfs's readdir gives every entry 4294967295), a name still settles
+    /// (its look, not the listing, says it held still), a name renamed from a dot-name is not taken for whole at
+    /// once (it cannot be told from a new one), and a settled name is not handed on again.
+    @Test func whereTheFolderListsNoTrueInodesNamesSettleByTheirLooksAlone() throws {
+        let (path, folder) = try folder()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let poll = InboxPoll(
+            reason: "test", interval: .milliseconds(10), settle: .milliseconds(200), listsInodes: false)
+        try makeFile(path + "/.a.txt.part", Array("whole".utf8))
+        try makeFile(path + "/b.txt", Array("b".utf8))
+        #expect(try poll.poll(folder.descriptor, arrived: []).isEmpty)
+        #expect(rename(path + "/.a.txt.part", path + "/a.txt") == 0)
+        #expect(try poll.poll(folder.descriptor, arrived: []).isEmpty)
+        var handed: Set<FileName> = []
+        #expect(
+            waitUntil(seconds: 10) {
+                handed.formUnion((try? poll.poll(folder.descriptor, arrived: [])) ?? [])
+                return handed.count == 2
+            })
+        #expect(handed == [try name("a.txt"), try name("b.txt")])
+        #expect(try poll.poll(folder.descriptor, arrived: []).isEmpty)
+        #expect(!poll.isSettling)
+    }
+
     @Test func anItemArrivedAlreadyIsNeverHandedOn() throws {
         let (path, folder) = try folder()
         defer { try? FileManager.default.removeItem(atPath: path) }

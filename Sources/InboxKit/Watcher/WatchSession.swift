@@ -56,12 +56,7 @@ final class WatchSession {
         // A broken seal: the app must not launch (exit status 65). A bundle never sealed passes.
         try AppBundle(container: inbox.container).checkSeal()
         filesystem = try Self.filesystem(of: inbox)
-        if let reason = filesystem.localLockReason, !options.singleHost {
-            throw ContainerError(
-                .usage,
-                "'\(inbox.container.root)' is on \(filesystem.name) (\(reason)), where the watcher's lock does not reach"
-                    + " other hosts: start it with --single-host if no other host watches this container")
-        }
+        try inbox.container.requireSingleHost(declared: options.singleHost)
         poll = filesystem.pollReason.map {
             InboxPoll(reason: $0, interval: options.pollInterval, settle: options.settle)
         }

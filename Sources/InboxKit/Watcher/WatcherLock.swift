@@ -17,9 +17,13 @@ package final class WatcherLock: @unchecked Sendable {
     init(container: Container) throws(ContainerError) {
         path = Self.path(container)
         file = try Self.take(path, container)
+        // Another path to the same file (a FUSE mount and its backing folder) takes its own `flock`: the text tells.
+        if let holder = Self.writtenHolder(file.rawValue), holder.isAnotherLiveWatcher {
+            throw Self.heldElsewhere(by: holder, container)
+        }
         do {
-            // Written over the old pid, then cut to length: the file is never empty for a reader.
-            let text = Array("\(getpid())\n".utf8)
+            // Written over the old holder, then cut to length: the file is never empty for a reader.
+            let text = LockHolder.current.text
             try file.writeAll(text, at: 0)
             try system_ftruncate(file.rawValue, Int64(text.count))
         } catch {
@@ -82,6 +86,10 @@ package final class WatcherLock: @unchecked Sendable {
     var relockFailure: ContainerError? {
         do {
             try system_flock(file.rawValue, LOCK_EX | LOCK_NB)
+            // Two watchers that started through two paths at once both wrote: the one written over stops.
+            if let holder = Self.writtenHolder(file.rawValue), holder.isAnotherLiveWatcher {
+                return Self.heldElsewhere(by: holder, nil)
+            }
             return nil
         } catch {
             return ContainerError(
@@ -110,14 +118,31 @@ package final class WatcherLock: @unchecked Sendable {
         return .held
     }
 
+    /// The holder the lock file names in full, or nil.
+    private static func writtenHolder(_ fd: CInt) -> LockHolder? {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        guard let count = try? buffer.withUnsafeMutableBytes({ raw in try system_pread(fd, into: raw, at: 0) }) else {
+            return nil
+        }
+        return LockHolder(text: Array(buffer[..<count]))
+    }
+
+    /// The failure (75) of a watcher that finds another live watcher of this host named in the lock.
+    private static func heldElsewhere(by holder: LockHolder, _ container: Container?) -> ContainerError {
+        ContainerError(
+            .busy,
+            "another watcher (pid \(holder.pid)) holds \(container.map { "'\($0.root)'" } ?? "the container") through"
+                + " another path to it (its lock there does not reach this one); stop it first")
+    }
+
     /// The pid in the lock file; a watcher that has just taken the lock writes it a moment later, so it is
     /// waited for (a second at most).
     private static func writtenPid(_ fd: CInt) -> Int32? {
         for _ in 0..<50 {
             var buffer = [UInt8](repeating: 0, count: 32)
             let count = (try? buffer.withUnsafeMutableBytes { raw in try system_pread(fd, into: raw, at: 0) }) ?? 0
-            let text = String(decoding: buffer[..<count], as: UTF8.self)
-            if let pid = Int32(text.trimmingWhitespace), pid > 0 { return pid }
+            let first = buffer[..<count].prefix { $0 != 0x0A }
+            if let pid = Int32(String(decoding: first, as: UTF8.self).trimmingWhitespace), pid > 0 { return pid }
             usleep(20_000)
         }
         return nil
@@ -128,8 +153,8 @@ package final class WatcherLock: @unchecked Sendable {
         guard let file = try? FileDescriptor(path(container), [.readOnly, .noFollow]) else { return nil }
         if (try? system_flock(file.rawValue, LOCK_SH | LOCK_NB)) != nil { return nil }
         if let pid = lockingPid(file.rawValue) { return pid }
-        let text = (try? file.readToEnd()).map { String(decoding: $0, as: UTF8.self) } ?? ""
-        return Int32(text.trimmingWhitespace) ?? 0
+        let first = ((try? file.readToEnd()) ?? []).prefix { $0 != 0x0A }
+        return Int32(String(decoding: first, as: UTF8.self).trimmingWhitespace) ?? 0
     }
 
     /// The pid that holds the `flock` on the open file `fd`, as the kernel tells it in `/proc/locks`: never

@@ -57,6 +57,12 @@ final class InboxPoll {
     private var completeRead: (stamp: Stamp, at: ContinuousClock.Instant)?
     /// The folder read last: another (the Inbox replaced and reopened) starts the entries afresh.
     private var folder: FileID?
+    /// Whether the folder lists each name's own inode (`IdentityProbe`): where it does not (FUSE's "unknown"
+    /// 4294967295 from a filesystem on libfuse's path API), nothing is keyed by a listed inode, and a name that came
+    /// by rename from a dot-name cannot be told, so it settles like any other.
+    private var listsInodes = true
+    /// `listsInodes` as given (tests), else probed.
+    private let givenListing: Bool?
     private var lastChange = ContinuousClock.now
     /// When the next poll is due: at once for the first.
     private(set) var nextPoll = ContinuousClock.now
@@ -65,8 +71,9 @@ final class InboxPoll {
 
     init(
         reason: String, interval: Duration, settle: Duration, idleInterval: Duration = .seconds(30),
-        idleAfter: Duration = .seconds(300), stampTick: Duration = .seconds(2)
+        idleAfter: Duration = .seconds(300), stampTick: Duration = .seconds(2), listsInodes: Bool? = nil
     ) {
+        givenListing = listsInodes
         self.stampTick = stampTick
         self.reason = reason
         self.interval = interval
@@ -92,6 +99,7 @@ final class InboxPoll {
             folder = status.fileID
             entries = [:]
             completeRead = nil
+            listsInodes = givenListing ?? (IdentityProbe.verdict(in: inbox.rawValue) != .listsOtherInodes)
         }
         let stamp = Stamp(
             size: status.size, linkCount: status.linkCount, modified: status.modified, changed: status.changed)
@@ -105,7 +113,7 @@ final class InboxPoll {
         let names = Set(listed.map(\.name))
         // The inodes of dot-names listed last time and gone now: a new name holding one came by rename.
         var renamedAway: Set<UInt64> = []
-        for (name, entry) in entries {
+        for (name, entry) in entries where listsInodes {
             if case .hidden(let inode) = entry, inode != 0, !names.contains(name) { renamedAway.insert(inode) }
         }
         var next: [FileName: Entry] = [:]
@@ -113,18 +121,22 @@ final class InboxPoll {
         var ready: [FileName] = []
         var changed = listed.count != entries.count
         for listing in listed {
-            let (name, inode, type) = (listing.name, listing.inode, listing.type)
+            // Unknown (0) where the folder lists no true inodes: every name not yet settled is looked at.
+            let (name, inode, type) = (listing.name, listsInodes ? listing.inode : 0, listing.type)
             if name.isHidden {
                 next[name] = .hidden(inode: inode)
                 if case .hidden(let old)? = entries[name], old == inode {} else { changed = true }
                 continue
             }
             var since: (Look, ContinuousClock.Instant)?
+            var wasSettled: UInt64?
             switch entries[name] {
             case .settled(let known)? where known == inode:
                 next[name] = .settled(inode: inode)
                 continue
-            case .settling(let look, let start)? where look.inode == inode:
+            case .settled(let known)? where inode == 0:
+                wasSettled = known
+            case .settling(let look, let start)? where look.inode == inode || inode == 0:
                 since = (look, start)
             default:
                 changed = true
@@ -142,6 +154,8 @@ final class InboxPoll {
                 ready.append(name)
             case .arrived(let known):
                 next[name] = .settled(inode: known)
+            case .seen(let look) where look.inode == wasSettled:
+                next[name] = .settled(inode: look.inode)
             case .seen(let look):
                 if let (last, start) = since, last == look {
                     if now - start >= settle {
