@@ -49,10 +49,15 @@ extension Container {
     /// single-host (`Preferences.singleHost`, or `declared` for this run: `watch --single-host`). A local
     /// filesystem costs one `fstatfs`.
     package func requireSingleHost(declared: Bool = false) throws(ContainerError) {
-        guard !declared else { return }
+        if let refusal = try singleHostRefusal(declared: declared) { throw refusal }
+    }
+
+    /// The failure `requireSingleHost` throws, or nil where writes may go on.
+    package func singleHostRefusal(declared: Bool = false) throws(ContainerError) -> ContainerError? {
+        guard !declared else { return nil }
         let filesystem = try filesystem()
-        guard let reason = filesystem.localLockReason, try !Preferences.load(self).singleHost else { return }
-        throw ContainerError(.cannotCreate, singleHostAdvice(filesystem, reason: reason, refusing: true))
+        guard let reason = filesystem.localLockReason, try !Preferences.load(self).singleHost else { return nil }
+        return ContainerError(.cannotCreate, singleHostAdvice(filesystem, reason: reason, refusing: true))
     }
 
     /// The line that says how to declare the container single-host: `refusing` a write, or at `init`.

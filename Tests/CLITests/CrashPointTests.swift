@@ -60,7 +60,7 @@ import Testing
             let base = try Self.roundFolder(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
             let container = base + "/container"
-            #expect(try InboxProcess.run("--container", container, "init").status == 0)
+            #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
             let source = try folder.file("item.pdf", bytes)
             #expect(try InboxProcess.run("--container", container, "deliver", source).status == 0)
             if hardLinked { #expect(link(container + "/Documents/Inbox/item.pdf", base + "/other.pdf") == 0) }
@@ -96,7 +96,7 @@ import Testing
             let base = try Self.roundFolder(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
             let container = base + "/container"
-            #expect(try InboxProcess.run("--container", container, "init").status == 0)
+            #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
             let inbox = container + "/Documents/Inbox"
             #expect(
                 try InboxProcess.run("--container", container, "deliver", folder.file("a.txt", files["a.txt"]!)).status
@@ -161,7 +161,7 @@ import Testing
         let archive = folder.path + "/backup.tar"
         #expect(try InboxProcess.run("--container", source, "backup", "--to", archive).status == 0)
         let reference = folder.path + "/reference"
-        #expect(try InboxProcess.run("--container", reference, "init").status == 0)
+        #expect(try InboxProcess.run("--container", reference, "init", "--single-host").status == 0)
         #expect(try InboxProcess.run("--container", reference, "restore", archive).status == 0)
         // Locks are re-created by whichever command runs next: they are not what a restore gives back.
         let restored = try treeListing(reference).filter { !$0.contains(".lock ") }
@@ -169,7 +169,7 @@ import Testing
         let points = try Self.everyCrashPoint("inbox restore") { call in
             let target = folder.path + "/target"
             defer { try? FileManager.default.removeItem(atPath: target) }
-            #expect(try InboxProcess.run("--container", target, "init").status == 0)
+            #expect(try InboxProcess.run("--container", target, "init", "--single-host").status == 0)
             let before = try treeListing(target)
             let restore = try InboxProcess.run(
                 "--container", target, "restore", archive, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
@@ -202,7 +202,7 @@ import Testing
         let archive = folder.path + "/backup.tar"
         #expect(try InboxProcess.run("--container", source, "backup", "--to", archive).status == 0)
         let target = folder.path + "/target"
-        #expect(try InboxProcess.run("--container", target, "init").status == 0)
+        #expect(try InboxProcess.run("--container", target, "init", "--single-host").status == 0)
         let before = try treeListing(target)
 
         let restore = try InboxProcess.start(["--container", target, "restore", archive].map { Array($0.utf8) })

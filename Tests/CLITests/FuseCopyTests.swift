@@ -10,7 +10,7 @@ import Testing
     /// A container on the mount whose Inbox holds `item.txt`, with a second name `other.txt` beside the container.
     static func hardLinkedItem(_ mount: FuseMount) throws -> String {
         let container = mount.mountPoint + "/container"
-        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         try Data("linked twice".utf8).write(to: URL(fileURLWithPath: mount.mountPoint + "/other.txt"))
         #expect(link(mount.mountPoint + "/other.txt", container + "/Documents/Inbox/item.txt") == 0)
         return container
@@ -56,7 +56,7 @@ import Testing
     @Test func aDeletionCutBetweenLinkAndUnlinkLeavesTheItemOnceUnderItsName() throws {
         let mount = try FuseMount()
         let container = mount.mountPoint + "/container"
-        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         let inbox = container + "/Documents/Inbox"
         try Data("kept".utf8).write(to: URL(fileURLWithPath: inbox + "/item.txt"))
         #expect(link(inbox + "/item.txt", inbox + "/.inbox-delete.item.txt") == 0)
@@ -71,7 +71,7 @@ import Testing
     @Test func aFileTheWatcherMovesOnTheMountIsOwnerWritable() throws {
         let mount = try FuseMount()
         let container = mount.mountPoint + "/container"
-        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         try Data("written".utf8).write(to: URL(fileURLWithPath: container + "/Documents/Inbox/item.txt"))
         let watch = try InboxProcess.run("--container", container, "watch", "--once", "--on-arrival", "move")
         #expect(watch.status == 0, "\(watch.stderr)")

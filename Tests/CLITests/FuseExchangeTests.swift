@@ -64,7 +64,7 @@ import Testing
         let points = try CrashPointTests.everyCrashPoint("inbox init --bundle on FUSE") { call in
             let container = mount.mountPoint + "/c\(call)"
             defer { try? FileManager.default.removeItem(atPath: container) }
-            #expect(try InboxProcess.run("--container", container, "init").status == 0)
+            #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
             let install = try InboxProcess.run(
                 "--container", container, "init", "--bundle", source, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
             guard install.status == Self.killed else {
@@ -92,7 +92,7 @@ import Testing
         let archive = folder.path + "/backup.tar"
         #expect(try InboxProcess.run("--container", source, "backup", "--to", archive).status == 0)
         let reference = folder.path + "/reference"
-        #expect(try InboxProcess.run("--container", reference, "init").status == 0)
+        #expect(try InboxProcess.run("--container", reference, "init", "--single-host").status == 0)
         #expect(try InboxProcess.run("--container", reference, "restore", archive).status == 0)
         return (archive, try treeListing(reference).filter { !$0.contains(".lock ") })
     }
@@ -102,7 +102,7 @@ import Testing
         let folder = try TemporaryFolder()
         let (archive, restored) = try Self.backup(folder)
         let target = mount.mountPoint + "/c"
-        #expect(try InboxProcess.run("--container", target, "init").status == 0)
+        #expect(try InboxProcess.run("--container", target, "init", "--single-host").status == 0)
         let restore = try InboxProcess.run("--container", target, "restore", archive)
         #expect(restore.status == 0, "\(restore.stderr)")
         #expect(try treeListing(mount.backing + "/c").filter { !$0.contains(".lock ") } == restored)
@@ -118,7 +118,7 @@ import Testing
             let target = mount.mountPoint + "/c\(call)"
             let backing = mount.backing + "/c\(call)"
             defer { try? FileManager.default.removeItem(atPath: target) }
-            #expect(try InboxProcess.run("--container", target, "init").status == 0)
+            #expect(try InboxProcess.run("--container", target, "init", "--single-host").status == 0)
             let before = try treeListing(backing)
             let restore = try InboxProcess.run(
                 "--container", target, "restore", archive, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
@@ -143,7 +143,7 @@ import Testing
     /// A container on the mount whose Inbox holds `l.txt`, a hard link to `shared.txt` beside the container.
     static func hardLinkedArrival(_ mount: FuseMount, _ name: String) throws -> String {
         let container = mount.mountPoint + "/" + name
-        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         try Data("shared".utf8).write(to: URL(fileURLWithPath: mount.mountPoint + "/" + name + "-shared.txt"))
         #expect(link(mount.mountPoint + "/" + name + "-shared.txt", container + "/Documents/Inbox/l.txt") == 0)
         return container

@@ -23,7 +23,7 @@ import Testing
     /// A container on the mount whose Inbox holds the folder `d`, two files in it.
     static func containerWithFolder(_ mount: FuseMount, _ name: String) throws -> String {
         let container = mount.mountPoint + "/" + name
-        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         try CrashPointTests.write(container + "/Documents/Inbox/d/one.txt", "one")
         try CrashPointTests.write(container + "/Documents/Inbox/d/deep/two.txt", "two")
         return container
@@ -113,7 +113,7 @@ import Testing
         let points = try Self.everyFallbackCall("inbox clean (folder) on bindfs") { call, name in
             let round = "c-clean-\(name)-\(call)"
             let container = mount.mountPoint + "/" + round
-            #expect(try InboxProcess.run("--container", container, "init").status == 0)
+            #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
             defer { try? FileManager.default.removeItem(atPath: container) }
             try CrashPointTests.write(container + "/tmp/work/part", "scratch")
             let clean = try InboxProcess.run(

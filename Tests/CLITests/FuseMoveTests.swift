@@ -15,7 +15,7 @@ import Testing
     @Test func deliverMoveImportAndTheWatcherEachPlaceAFileOnce() throws {
         let mount = try FuseMount()
         let container = mount.mountPoint + "/container"
-        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         let outside = try TemporaryFolder()
         let delivered = try InboxProcess.run(
             "--container", container, "deliver", outside.file("a.txt", "delivered"), outside.file("b.txt", "watched"))
@@ -48,7 +48,7 @@ import Testing
     @Test func aDamagedIndexIsRebuiltAndABackupWrittenOnTheMount() throws {
         let mount = try FuseMount()
         let container = mount.mountPoint + "/container"
-        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         let message = ImportCrashTests.message(1, subject: "rebuilt", attachments: ["c.bin"])
         #expect(try InboxProcess.run("--container", container, "import", "-", input: message).status == 0)
         let index = container + "/Library/Application Support/inbox/import.sqlite"

@@ -99,7 +99,7 @@ import Testing
         func killed(at call: Int) throws -> Bool {
             let container = folder.path + "/probe-\(call)"
             defer { try? FileManager.default.removeItem(atPath: container) }
-            #expect(try InboxProcess.run("--container", container, "init").status == 0)
+            #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
             let run = try InboxProcess.run(
                 "--container", container, "import", mbox, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
             return run.status == 128 + SIGKILL
@@ -123,7 +123,7 @@ import Testing
     ) throws -> Bool? {
         let container = folder + "/crash-\(call)"
         defer { try? FileManager.default.removeItem(atPath: container) }
-        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         let crashed = try InboxProcess.run(
             "--container", container, "import", mbox, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
         guard crashed.status == 128 + SIGKILL else {

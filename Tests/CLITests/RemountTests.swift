@@ -8,7 +8,7 @@ import Testing
     @Test func itemsKeptInTheInboxDoNotArriveAgainAfterARemount() throws {
         let mount = try FuseMount()
         let container = mount.mountPoint + "/container"
-        let made = try InboxProcess.run("--container", container, "init")
+        let made = try InboxProcess.run("--container", container, "init", "--single-host")
         #expect(made.status == 0, "\(made.stderr)")
         for name in ["scan.pdf", "notes.txt"] {
             #expect(FileManager.default.createFile(atPath: container + "/Documents/Inbox/" + name, contents: Data([1])))

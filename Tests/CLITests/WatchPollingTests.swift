@@ -4,20 +4,56 @@ import Glibc
 import Testing
 
 /// `inbox watch` and `inbox status` on FUSE mounts (ARCHITECTURE.md, "Network and FUSE filesystems"): polling said
-/// and shown, a remote file handed over, and `--single-host` where the lock does not reach other hosts (a bindfs
-/// mount named `fuse.sshfs` by its subtype stands for sshfs).
+/// and shown, a remote file handed over, and the single-host declaration where the lock does not reach other hosts
+/// or paths (every FUSE filesystem; a bindfs mount named `fuse.sshfs` by its subtype shows the name).
 @Suite(.serialized) struct WatchPollingTests {
-    @Test func onAnSshfsMountWatchStartsOnlyWithSingleHost() throws {
+    /// One line on stderr that names the filesystem and the declaration; `status` (73, 75 for `import -`).
+    static func expectRefusedUntilDeclared(_ result: InboxProcess.Result, _ what: String, status: Int32 = 73) {
+        #expect(result.status == status, "\(what): \(result.status) \(result.stderr)")
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.count == 1, "\(what): \(lines)")
+        #expect(lines.first?.contains("fuse.sshfs") == true, "\(what): \(result.stderr)")
+        #expect(lines.first?.contains("init --single-host") == true, "\(what): \(result.stderr)")
+    }
+
+    @Test func onAFuseMountNothingWritesUntilTheContainerIsDeclaredSingleHost() throws {
+        let mount = try FuseMount(options: ["subtype=sshfs"])
+        let container = mount.mountPoint + "/c"
+        // `init` builds the container and says, in one line, how to declare it.
+        let made = try InboxProcess.run("--container", container, "init")
+        #expect(made.status == 0, "\(made.stderr)")
+        #expect(made.stderr.split(separator: "\n").count == 1, "\(made.stderr)")
+        #expect(made.stderr.contains("fuse.sshfs") && made.stderr.contains("init --single-host"), "\(made.stderr)")
+        let logged = logRecords(container, event: nil).count
+        let outside = try TemporaryFolder()
+        let source = try outside.file("a.txt", "delivered")
+        try Data("kept".utf8).write(to: URL(fileURLWithPath: container + "/Documents/Inbox/b.txt"))
+        let message = ImportCrashTests.message(1, subject: "on fuse", attachments: ["c.bin"])
+        let mail = try outside.file("message.eml", message)
+        Self.expectRefusedUntilDeclared(try InboxProcess.run("--container", container, "deliver", source), "deliver")
+        Self.expectRefusedUntilDeclared(try InboxProcess.run("--container", container, "move", "b.txt"), "move")
+        Self.expectRefusedUntilDeclared(try InboxProcess.run("--container", container, "import", mail), "import")
+        Self.expectRefusedUntilDeclared(
+            try InboxProcess.run("--container", container, "import", "-", input: message), "import -",
+            status: 75)
+        Self.expectRefusedUntilDeclared(try InboxProcess.run("--container", container, "clean"), "clean")
+        Self.expectRefusedUntilDeclared(try InboxProcess.run("--container", container, "watch", "--once"), "watch")
+        #expect(logRecords(container, event: nil).count == logged, "nothing is logged")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/Documents/Inbox") == ["b.txt"])
+        #expect(try InboxProcess.run("--container", container, "status").status == 0, "reading needs no declaration")
+        // Declared: kept in the preferences, every command writes.
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
+        let delivered = try InboxProcess.run("--container", container, "deliver", source)
+        #expect(delivered.status == 0, "\(delivered.stderr)")
+        #expect(delivered.stderr.isEmpty, "\(delivered.stderr)")
+        #expect(try InboxProcess.run("--container", container, "move", "b.txt").status == 0)
+    }
+
+    /// `watch --single-host` declares it for one run.
+    @Test func onAnSshfsNamedMountWatchSingleHostPollsForOneRun() throws {
         let mount = try FuseMount(options: ["subtype=sshfs"])
         let container = mount.mountPoint + "/c"
         #expect(try InboxProcess.run("--container", container, "init").status == 0)
-        let refused = try InboxProcess.run("--container", container, "watch", "--once")
-        #expect(refused.status == 64)
-        let lines = refused.stderr.split(separator: "\n")
-        // One line says why; after it, as after every usage error (64), the usage line.
-        #expect(lines.first?.contains("fuse.sshfs") == true && lines.first?.contains("--single-host") == true)
-        #expect(lines.dropFirst().allSatisfy { $0.hasPrefix("Usage: ") || $0.hasPrefix("See ") }, "\(lines)")
-        #expect(logRecords(container, event: "watch-started").isEmpty, "nothing is started or logged")
         // A remote file (written into the backing folder) is there before the start.
         try Data("remote\n".utf8).write(to: URL(fileURLWithPath: mount.backing + "/c/Documents/Inbox/remote.txt"))
         let once = try InboxProcess.run(
@@ -45,7 +81,7 @@ import Testing
         let mount = try FuseMount()
         let root = mount.mountPoint + "/apps"
         for name in ["a", "b"] {
-            #expect(try InboxProcess.run("--container", root + "/" + name, "init").status == 0)
+            #expect(try InboxProcess.run("--container", root + "/" + name, "init", "--single-host").status == 0)
         }
         let fleet = try InboxProcess.start(
             ["watch", "--root", root, "--on-arrival", "move", "--poll-interval", "0.2", "--settle", "0.5"].map {

@@ -26,6 +26,7 @@ import Testing
             options.pollInterval = interval
             options.settle = settle
             options.cleanInterval = nil
+            options.singleHost = true
             options.streamsArrivals = false
             options.onSettled = { [arrivals] settled in
                 let now = ContinuousClock.now

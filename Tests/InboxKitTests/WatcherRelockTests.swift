@@ -23,6 +23,7 @@ import Testing
             var options = WatchOptions()
             options.onArrival = .move
             options.cleanInterval = nil
+            options.singleHost = true
             options.streamsArrivals = false
             options.pollInterval = .milliseconds(100)
             options.settle = .milliseconds(300)

@@ -198,25 +198,30 @@ extension Inbox {
 
     /// The name in Documents of the file `identity` names (device and inode): the names a clash would give
     /// `name` first, then every entry; nil when no name holds it. Only "no such file" means a name does not: any
-    /// other failure to read Documents throws, as it cannot tell.
-    func find(_ identity: Identity, in documents: borrowing FileDescriptor, near name: FileName) throws(Errno)
-        -> FileName?
-    {
+    /// other failure to read Documents throws, as it cannot tell. With `index`, Documents is read whole at most once
+    /// for every ask that passes it: the clash names are looked at up to the first free one, then the index answers.
+    func find(
+        _ identity: Identity, in documents: borrowing FileDescriptor, near name: FileName,
+        index: DocumentsIndex? = nil
+    ) throws(Errno) -> FileName? {
+        if let found = index?.files { return found[identity.fileID] }
         for attempt in ClashNaming.attempts().prefix(120) {
             let candidate = ClashNaming.documents.candidate(for: name, attempt: attempt)
-            if let status = try fileStatusIfPresent(in: documents.rawValue, candidate), identity.isSameFile(as: status)
-            {
-                return candidate
-            }
+            let status = try fileStatusIfPresent(in: documents.rawValue, candidate)
+            if let status, identity.isSameFile(as: status) { return candidate }
+            // A free name ends the clash names the mover took; past it, the index is one read for every ask.
+            if status == nil, index != nil { break }
         }
         var found: FileName?
+        var all: [FileID: FileName] = [:]
         try documents.forEachEntry { entry throws(Errno) in
             // An entry gone since it was read is passed over, as it would have been had it gone before.
-            if let status = try fileStatusIfPresent(in: documents.rawValue, entry), identity.isSameFile(as: status) {
-                found = entry
-            }
-            return found == nil
+            guard let status = try fileStatusIfPresent(in: documents.rawValue, entry) else { return true }
+            if identity.isSameFile(as: status) { found = entry }
+            if index != nil { all[status.fileID] = entry }
+            return found == nil || index != nil
         }
+        index?.files = all
         return found
     }
 
@@ -239,4 +244,11 @@ extension Inbox {
             throw error.failure("settle the move of", itemPath(intent.name))
         }
     }
+}
+
+/// The files of Documents by place, read whole once by `Inbox.find` and kept for the asks that follow, so that a
+/// recovery with many identities pending looks at each name once (ARCHITECTURE.md, "Network and FUSE filesystems").
+/// Good for one recovery: what the recovery itself moves into Documents is never asked for again.
+final class DocumentsIndex {
+    fileprivate(set) var files: [FileID: FileName]?
 }

@@ -179,9 +179,13 @@ public final class Watcher: Sendable {
 
     /// Logs the failure that ended a run as an `error` record (`during: watch`, with its exit status), where the
     /// log can be written; says so where it cannot. A run that ended because another watcher holds the container,
-    /// or may (its lock lost, 75), writes nothing in it: the record would land in the other's log.
+    /// or may (its lock lost, 75), writes nothing in it: the record would land in the other's log. Nor does one refused
+    /// because the container must first be declared single-host: nothing is written there until then.
     func logEnded(_ failure: ContainerError) {
         guard failure.code != .busy else { return }
+        if failure.code == .cannotCreate, (try? inbox.container.singleHostRefusal(declared: options.singleHost)) != nil {
+            return
+        }
         do {
             try inbox.log.append(
                 Event(

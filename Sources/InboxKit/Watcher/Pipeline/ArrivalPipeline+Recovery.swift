@@ -58,22 +58,35 @@ extension ArrivalPipeline {
                         "interrupted": .bool(true), "id": .string(id.text), "disposition": .string("keep"),
                     ]))
         }
+        // Each name looked at once, however many identities the log holds pending for it (a filesystem that gave an
+        // item a new inode at every look once left thousands).
+        let looks = RecoveryLooks()
         for (id, decision) in ledger.pending.sorted(by: { $0.value.name < $1.value.name }) {
-            finish(decision.name, id: id, decision.disposition, to: &finished)
+            finish(decision.name, id: id, decision.disposition, to: &finished, looks: looks)
         }
         try commitApplied(finished)
     }
 
     /// Applies an interrupted disposition, or records the one the disk already holds. What cannot be read now is
     /// tried again later as this recovery (`Pending.recovering`), and kept in the checkpoint for the next start.
-    func finish(_ name: FileName, id: Identity, _ disposition: Disposition, to records: inout EncodedEvents) {
+    /// `looks`, shared by the asks of one recovery, keeps what it read of each name.
+    func finish(
+        _ name: FileName, id: Identity, _ disposition: Disposition, to records: inout EncodedEvents,
+        looks: RecoveryLooks? = nil
+    ) {
         let unsettled = Pending(identity: id, disposition: disposition, recovering: true)
         let status: FileStatus?
+        // Whatever is done below is done to `name`: a later ask reads it again.
+        let known = looks?.inbox.removeValue(forKey: name)
         do {
             // Fresh: a FUSE or NFS client may still give the item the one link it had before a `link` that the
             // crash cut off from its `unlink` (ARCHITECTURE.md, "Network and FUSE filesystems"). Moved again on
             // that word, it would clash with its own second name in Documents and take a name beside it.
-            status = try fileStatusIfPresent(in: inboxFolder.rawValue, name, fresh: true)
+            if let known {
+                status = known
+            } else {
+                status = try fileStatusIfPresent(in: inboxFolder.rawValue, name, fresh: true)
+            }
         } catch {
             fail(during: "read", name, error, folder: loggedInbox, to: &records)
             failed.schedule(name, unsettled)
@@ -114,7 +127,10 @@ extension ArrivalPipeline {
         // of someone else's and copied. An item with other links that Documents does not hold is moved now.
         let found: FileName?
         do {
-            found = try inbox.find(id, in: documents.descriptor, near: name)
+            found = try inbox.find(id, in: documents.descriptor, near: name, index: looks?.documents)
+            // Neither the item's nor in Documents: the name is as it was read, for the next identity pending there.
+            if found == nil, let status, Identity(status) != id { looks?.inbox[name] = status }
+            if found == nil, status == nil { looks?.inbox[name] = .some(nil) }
             if let found, status != nil {
                 if try finishInterruptedMove(inboxFolder.rawValue, name, documents.rawValue, found) {
                     try inboxFolder.sync()
@@ -142,6 +158,12 @@ extension ArrivalPipeline {
                 fail(during: "restore the write bit", moved, error, folder: loggedDocuments, to: &records)
             }
         }
+    }
+
+    /// What one recovery read of the Inbox's names (their fresh status, nil for none) and of Documents.
+    final class RecoveryLooks {
+        var inbox: [FileName: FileStatus?] = [:]
+        let documents = DocumentsIndex()
     }
 
     /// Renames a damaged checkpoint aside (`arrived.checkpoint.damaged`) and logs why.
