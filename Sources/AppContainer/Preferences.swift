@@ -18,7 +18,7 @@ public struct Preferences: Sendable, Equatable {
     /// The container is declared single-host (`inbox init --single-host`): no other host, and no other path on this
     /// one, writes to it. Required before anything writes to a container on a filesystem whose locks may keep to one
     /// path (ARCHITECTURE.md, "Network and FUSE filesystems").
-    public var singleHost = false
+    package var singleHost = false
 
     /// The defaults.
     public init() {}
@@ -83,7 +83,7 @@ public struct Preferences: Sendable, Equatable {
     }
 
     /// Declares the container single-host (`singleHost`), keeping every other value.
-    public static func declareSingleHost(_ container: Container) throws(ContainerError) {
+    package static func declareSingleHost(_ container: Container) throws(ContainerError) {
         var preferences = try load(container)
         guard !preferences.singleHost else { return }
         preferences.singleHost = true

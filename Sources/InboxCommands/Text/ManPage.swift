@@ -108,7 +108,7 @@ package enum ManPage {
         lines += [
             ".PP",
             text(
-                "The preferences, Library/Preferences/inbox.plist: an XML property list of whole numbers, written with the defaults by inbox init; a missing key takes its default, a value out of range is an error (65). The clean options override the first four:"
+                "The preferences, Library/Preferences/inbox.plist: an XML property list of whole numbers and one truth value, written with the defaults by inbox init; a missing key takes its default, a value out of range is an error (65). The clean options override the first four:"
             ),
         ]
         let defaults = Preferences()
@@ -132,6 +132,10 @@ package enum ManPage {
             (
                 "logKeepRotated",
                 "how many rotated logs are kept, the newest, at least 1 (default \(defaults.logKeepRotated))"
+            ),
+            (
+                "singleHost",
+                "true once inbox init --single-host declared that no other host or path writes to the container: needed before anything writes to it on FUSE, or on NFS with nolock or local_lock (default false)"
             ),
         ])
         return lines
