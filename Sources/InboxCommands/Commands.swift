@@ -228,7 +228,7 @@ struct WatchCommand: Command {
         ),
         (
             "--single-host",
-            "start where the watcher's lock does not reach other hosts (sshfs, rclone, NFS with nolock or local_lock): no other host watches this container"
+            "for this run, declare that no other host or path writes to the container, as init --single-host does for good (FUSE, NFS with nolock or local_lock)"
         ),
         (
             "--verbose",
