@@ -47,21 +47,28 @@ package enum IdentityProbe {
     static let prefix = ".inbox-probe."
 
     private static func probe(in folder: CInt) -> Verdict? {
-        let tag = "\(prefix)\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
-        let first = tag
-        let second = tag + ".link"
-        let created: FileStatus
-        do {
-            let file = try FileDescriptor(at: folder, first, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600)
-            created = try file.fileStatus()
-        } catch {
-            return nil
+        removeAbandoned(in: folder)
+        let first = "\(prefix)\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
+        let second = first + ".link"
+        // Held locked while it probes, so that no other process's sweep takes it for one a killed probe left.
+        guard
+            let file = try? FileDescriptor(
+                at: folder, first, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600)
+        else { return nil }
+        let verdict = (try? system_flock(file.rawValue, LOCK_EX)).flatMap {
+            look(in: folder, first, second, created: try? file.fileStatus())
         }
-        // Removed whatever the probe found: neither name is anyone else's.
-        defer {
-            _ = try? system_unlinkat(folder, second)
-            _ = try? system_unlinkat(folder, first)
-        }
+        // Closed first, so that no FUSE client keeps an unlinked name of it as a hidden one; neither name is anyone
+        // else's.
+        try? file.close()
+        _ = try? system_unlinkat(folder, second)
+        _ = try? system_unlinkat(folder, first)
+        return verdict
+    }
+
+    /// Links `first` to `second` and looks at both, and at the folder's listing.
+    private static func look(in folder: CInt, _ first: String, _ second: String, created: FileStatus?) -> Verdict? {
+        guard let created else { return nil }
         do {
             try system_linkat(folder, first, folder, second)
         } catch .notPermitted, .notImplemented, .notSupported {
@@ -89,6 +96,22 @@ package enum IdentityProbe {
             return listed == 2 ? .keepsIdentity : .listsOtherInodes
         } catch {
             return nil
+        }
+    }
+
+    /// Removes the probe names a killed process left in `folder`: those whose file's lock can be taken (both names
+    /// of a probe are one file, which its live prober holds locked). A name that cannot be looked at stays.
+    private static func removeAbandoned(in folder: CInt) {
+        var found: [FileName] = []
+        try? FileDescriptor(folder: ".", at: folder).forEachListed { entry throws(Errno) in
+            if entry.name.string.hasPrefix(prefix) { found.append(entry.name) }
+            return true
+        }
+        for name in found {
+            guard let file = try? FileDescriptor(at: folder, name, [.noFollow, .nonBlocking]) else { continue }
+            let abandoned = (try? system_flock(file.rawValue, LOCK_EX | LOCK_NB)) != nil
+            try? file.close()
+            if abandoned { _ = try? system_unlinkat(folder, name) }
         }
     }
 }

@@ -12,8 +12,10 @@ import Testing
             .sorted()
     }
 
-    @Test func deliverMoveImportAndTheWatcherEachPlaceAFileOnce() throws {
-        let mount = try FuseMount()
+    /// Plain, and with an NFS-like attribute cache (`attr_timeout=30,entry_timeout=30`).
+    @Test(arguments: [[], ["attr_timeout=30", "entry_timeout=30"]])
+    func deliverMoveImportAndTheWatcherEachPlaceAFileOnce(options: [String]) throws {
+        let mount = try FuseMount(options: options)
         let container = mount.mountPoint + "/container"
         #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
         let outside = try TemporaryFolder()
