@@ -70,7 +70,8 @@ public struct Preferences: Sendable, Equatable {
         }
         if let value = plist[singleHostKey] {
             guard let flag = value.flag else {
-                throw ContainerError(.badData, "'\(singleHostKey)' in '\(path(container))' must be true or false: fix it")
+                throw ContainerError(
+                    .badData, "'\(singleHostKey)' in '\(path(container))' must be true or false: fix it")
             }
             preferences.singleHost = flag
         }

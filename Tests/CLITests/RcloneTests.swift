@@ -26,11 +26,7 @@ import Testing
 
     /// One line on stderr, naming the filesystem and why; exit status 73 (`status`).
     static func expectOneLineNamingRclone(_ result: InboxProcess.Result, _ command: String, status: Int32 = 73) {
-        #expect(result.status == status, "\(command): \(result.status) \(result.stderr)")
-        let lines = result.stderr.split(separator: "\n")
-        #expect(lines.count == 1, "\(command): \(lines)")
-        #expect(lines.first?.contains("fuse.rclone") == true, "\(command): \(result.stderr)")
-        #expect(lines.first?.contains("hard links") == true, "\(command): \(result.stderr)")
+        expectOneLineRefusal(result, command, status: status, naming: ["fuse.rclone", "hard links"])
     }
 
     @Test func initIsRefusedAndBuildsNothing() throws {

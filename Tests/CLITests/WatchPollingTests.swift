@@ -9,11 +9,7 @@ import Testing
 @Suite(.serialized) struct WatchPollingTests {
     /// One line on stderr that names the filesystem and the declaration; `status` (73, 75 for `import -`).
     static func expectRefusedUntilDeclared(_ result: InboxProcess.Result, _ what: String, status: Int32 = 73) {
-        #expect(result.status == status, "\(what): \(result.status) \(result.stderr)")
-        let lines = result.stderr.split(separator: "\n")
-        #expect(lines.count == 1, "\(what): \(lines)")
-        #expect(lines.first?.contains("fuse.sshfs") == true, "\(what): \(result.stderr)")
-        #expect(lines.first?.contains("init --single-host") == true, "\(what): \(result.stderr)")
+        expectOneLineRefusal(result, what, status: status, naming: ["fuse.sshfs", "init --single-host"])
     }
 
     @Test func onAFuseMountNothingWritesUntilTheContainerIsDeclaredSingleHost() throws {

@@ -204,3 +204,16 @@ final class StderrReader {
         return true
     }
 }
+
+/// A command refused as a whole: exit status `status`, and one line on stderr that holds every one of `words`.
+func expectOneLineRefusal(
+    _ result: InboxProcess.Result, _ what: String, status: Int32, naming words: [String],
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(result.status == status, "\(what): \(result.status) \(result.stderr)", sourceLocation: sourceLocation)
+    let lines = result.stderr.split(separator: "\n")
+    #expect(lines.count == 1, "\(what): \(lines)", sourceLocation: sourceLocation)
+    for word in words {
+        #expect(lines.first?.contains(word) == true, "\(what): \(result.stderr)", sourceLocation: sourceLocation)
+    }
+}

@@ -183,7 +183,8 @@ public final class Watcher: Sendable {
     /// because the container must first be declared single-host: nothing is written there until then.
     func logEnded(_ failure: ContainerError) {
         guard failure.code != .busy else { return }
-        if failure.code == .cannotCreate, (try? inbox.container.singleHostRefusal(declared: options.singleHost)) != nil {
+        if failure.code == .cannotCreate, (try? inbox.container.singleHostRefusal(declared: options.singleHost)) != nil
+        {
             return
         }
         do {
