@@ -82,8 +82,9 @@ build: deps
 test: deps
 	$(SWIFT) test $(STRICT) --skip SystemTests
 
-# The tests that need the real parts (ARCHITECTURE.md, "Tests"): servers they start themselves (sshd on loopback) and
-# the network and FUSE filesystems mounted over them. As root; each says in one line why it skipped otherwise.
+# The tests that need the real parts (ARCHITECTURE.md, "Folders"): servers they start themselves (sshd on loopback)
+# and the network and FUSE filesystems mounted over them. As root; each says in one line why it skipped otherwise.
+# More of them (a booted systemd, the package) join the same target.
 test-system: deps
 	$(SWIFT) test $(STRICT) --filter SystemTests
 

@@ -1,6 +1,6 @@
+import Foundation
 // The built binary's runner (`InboxProcess`) and the FUSE fixtures, shared with SystemTests, for every file here.
 @_exported import FuseSupport
-import Foundation
 import Glibc
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 
-/// A real OpenSSH server for tests, "the other host" of a network filesystem (ARCHITECTURE.md, "Tests"): Debian's
+/// A real OpenSSH server for tests, "the other host" of a network filesystem (ARCHITECTURE.md, "Folders"): Debian's
 /// `/usr/sbin/sshd`, started by the test in the foreground (`-D -e`) on a free port of 127.0.0.1 (never another
 /// address), with its own configuration, a throwaway host key and a client key made by `ssh-keygen` in a fresh
 /// folder; root logs in with that key only. Ready once it answers with its banner; killed and its folder removed
@@ -18,12 +18,11 @@ public final class SshServer: @unchecked Sendable {
     /// Why a server cannot be started here (not root, OpenSSH missing), or nil when it can.
     public static var unavailable: String? {
         guard getuid() == 0 else { return "needs root, to start sshd and log in" }
-        for program in ["/usr/sbin/sshd", "/usr/bin/ssh-keygen"] where !FileManager.default.isExecutableFile(
-            atPath: program)
-        {
-            return "\(program) is not installed (make deps installs openssh-server and openssh-client)"
+        let programs = ["/usr/sbin/sshd", "/usr/bin/ssh-keygen"]
+        guard let missing = programs.first(where: { !FileManager.default.isExecutableFile(atPath: $0) }) else {
+            return nil
         }
-        return nil
+        return "\(missing) is not installed (make deps installs openssh-server and openssh-client)"
     }
 
     /// Makes the keys and the configuration, starts sshd and waits until it accepts connections (30 s at the most).
@@ -101,7 +100,7 @@ public final class SshServer: @unchecked Sendable {
 
     /// A port of 127.0.0.1 that nothing listens on now (the kernel's pick for a socket bound to port 0).
     private static func freePort() throws -> UInt16 {
-        let socket = try FileDescriptorBox(Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
+        let socket = try tcpSocket()
         var address = loopback(port: 0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
@@ -113,6 +112,12 @@ public final class SshServer: @unchecked Sendable {
         return UInt16(bigEndian: address.sin_port)
     }
 
+    /// A new IPv4 TCP socket, closed when released.
+    private static func tcpSocket() throws -> FileDescriptorBox {
+        try FileDescriptorBox(Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
+    }
+
+    /// 127.0.0.1:`port`.
     private static func loopback(port: UInt16) -> sockaddr_in {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -135,8 +140,7 @@ public final class SshServer: @unchecked Sendable {
 
     /// What the server at 127.0.0.1:`port` says first, read for a second at the most; empty when nothing answers.
     private static func banner(port: UInt16) -> String {
-        guard let socket = try? FileDescriptorBox(Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
-        else { return "" }
+        guard let socket = try? tcpSocket() else { return "" }
         let address = loopback(port: port)
         let connected = withUnsafePointer(to: address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {

@@ -48,7 +48,8 @@ struct SshfsTests {
             let result = try InboxProcess.run(["--container", container] + arguments, input: input, killedAfter: 60)
             SystemCheck.expectRefused(
                 result, arguments.joined(separator: " "), naming: "fuse.sshfs", status: status)
-            #expect(try SystemCheck.Snapshot(container: served) == before, "\(arguments): nothing logged, nothing moved")
+            #expect(
+                try SystemCheck.Snapshot(container: served) == before, "\(arguments): nothing logged, nothing moved")
         }
         #expect(FileManager.default.contents(atPath: source) == Data("to deliver".utf8), "the source stays")
     }

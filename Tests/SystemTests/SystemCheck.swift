@@ -10,7 +10,8 @@ enum SystemCheck {
         _ result: InboxProcess.Result, _ command: String, naming filesystem: String, status: Int32 = 73,
         sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        #expect(result.status == status, "\(command): \(result.status) \(result.stderr)", sourceLocation: sourceLocation)
+        #expect(
+            result.status == status, "\(command): \(result.status) \(result.stderr)", sourceLocation: sourceLocation)
         let lines = result.stderr.split(separator: "\n")
         #expect(lines.count == 1, "\(command): \(lines)", sourceLocation: sourceLocation)
         #expect(
@@ -21,7 +22,9 @@ enum SystemCheck {
     /// there is read through the mount with the same bytes, and one written through the mount lands there.
     static func expectTheMountServesTheBacking(_ mount: FuseMount, type: String) throws {
         let table = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
-        let line = table.split(separator: "\n").first { $0.split(separator: " ").dropFirst(4).first == mount.mountPoint[...] }
+        let line = table.split(separator: "\n").first {
+            $0.split(separator: " ").dropFirst(4).first == mount.mountPoint[...]
+        }
         let fields = line?.split(separator: " ") ?? []
         let mountType = fields.firstIndex(of: "-").flatMap { fields.dropFirst($0 + 1).first }
         #expect(mountType.map(String.init) == type, "\(line ?? "no line for \(mount.mountPoint)")")
@@ -50,7 +53,8 @@ enum SystemCheck {
             while let relative = enumerator?.nextObject() as? String {
                 var isFolder: ObjCBool = false
                 _ = FileManager.default.fileExists(atPath: container + "/" + relative, isDirectory: &isFolder)
-                entries[relative] = isFolder.boolValue ? Data() : FileManager.default.contents(atPath: container + "/" + relative)
+                entries[relative] =
+                    isFolder.boolValue ? Data() : FileManager.default.contents(atPath: container + "/" + relative)
             }
         }
     }
