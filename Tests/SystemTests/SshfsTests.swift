@@ -37,6 +37,7 @@ struct SshfsTests {
         let source = mount.root + "/f"
         try Data("to deliver".utf8).write(to: URL(fileURLWithPath: source))
         let before = try SystemCheck.Snapshot(container: served)
+        #expect(before.log["events.jsonl"] != nil && before.documents["Inbox/x"] != nil, "\(before)")
         let container = mount.mountPoint + "/c"
         let message = "From: a@example.com\nTo: b@example.com\nSubject: on sshfs\n\nbody\n"
 

@@ -42,20 +42,31 @@ enum SystemCheck {
         #expect(FileManager.default.contents(atPath: mount.backing + "/from-client") == Data("from the client".utf8))
     }
 
-    /// What a container holds on the server's side: every file's bytes and every folder, by path. Equal before
-    /// and after a refused command: nothing logged, nothing moved.
+    /// What a container holds on the server's side that a refused command must leave as it was: every file and
+    /// folder of Documents (the Inbox within it), by path, and the event log's files (`events.jsonl` and those
+    /// rotated), by name. Equal before and after: nothing moved, nothing logged.
     struct Snapshot: Equatable {
-        var entries: [String: Data]
+        var documents: [String: Data]
+        var log: [String: Data]
 
         init(container: String) throws {
-            entries = [:]
-            let enumerator = FileManager.default.enumerator(atPath: container)
+            documents = Self.files(below: container + "/Documents")
+            log = Self.files(below: container + "/Library/Application Support/inbox").filter {
+                $0.key.hasPrefix("events.")
+            }
+        }
+
+        /// Every entry below `folder` by its path there: a file's bytes, an empty value for a folder.
+        private static func files(below folder: String) -> [String: Data] {
+            var entries: [String: Data] = [:]
+            let enumerator = FileManager.default.enumerator(atPath: folder)
             while let relative = enumerator?.nextObject() as? String {
                 var isFolder: ObjCBool = false
-                _ = FileManager.default.fileExists(atPath: container + "/" + relative, isDirectory: &isFolder)
+                _ = FileManager.default.fileExists(atPath: folder + "/" + relative, isDirectory: &isFolder)
                 entries[relative] =
-                    isFolder.boolValue ? Data() : FileManager.default.contents(atPath: container + "/" + relative)
+                    isFolder.boolValue ? Data() : FileManager.default.contents(atPath: folder + "/" + relative)
             }
+            return entries
         }
     }
 }
