@@ -42,6 +42,15 @@ public final class FuseMount: @unchecked Sendable {
             }
         }
 
+        /// Its type in the mount table (`fuse.sshfs`), which inbox names it by.
+        public var mountType: String {
+            switch self {
+            case .bindfs: "fuse"
+            case .rclone, .rcloneSftp: "fuse.rclone"
+            case .sshfs: "fuse.sshfs"
+            }
+        }
+
         /// Whether it reaches its backing folder through an `SshServer`.
         var needsServer: Bool { self == .sshfs || self == .rcloneSftp }
     }
@@ -49,11 +58,12 @@ public final class FuseMount: @unchecked Sendable {
     /// Why `program` cannot be mounted here (its program, `/dev/fuse` or, for a server, root or OpenSSH missing),
     /// in one line; nil when it can. For a test to skip with.
     public static func unavailable(_ program: Program) -> String? {
+        if program.needsServer, let reason = SshServer.unavailable { return reason }
         guard FileManager.default.isExecutableFile(atPath: program.executable) else {
             return "\(program.executable) is not installed (make deps installs it)"
         }
         guard access("/dev/fuse", R_OK | W_OK) == 0 else { return "/dev/fuse cannot be opened" }
-        return program.needsServer ? SshServer.unavailable : nil
+        return nil
     }
 
     /// Mounts a fresh backing folder with `program` and its `options` (for bindfs, such as

@@ -18,16 +18,16 @@ enum SystemCheck {
             lines.first?.contains(filesystem) == true, "\(command): \(result.stderr)", sourceLocation: sourceLocation)
     }
 
-    /// The mount is the filesystem `type` (the mount table's name) and serves its backing folder: a file written
+    /// The mount is its program's filesystem (the mount table's type) and serves its backing folder: a file written
     /// there is read through the mount with the same bytes, and one written through the mount lands there.
-    static func expectTheMountServesTheBacking(_ mount: FuseMount, type: String) throws {
+    static func expectTheMountServesTheBacking(_ mount: FuseMount) throws {
         let table = try String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8)
         let line = table.split(separator: "\n").first {
             $0.split(separator: " ").dropFirst(4).first == mount.mountPoint[...]
         }
         let fields = line?.split(separator: " ") ?? []
         let mountType = fields.firstIndex(of: "-").flatMap { fields.dropFirst($0 + 1).first }
-        #expect(mountType.map(String.init) == type, "\(line ?? "no line for \(mount.mountPoint)")")
+        #expect(mountType.map(String.init) == mount.program.mountType, "\(line ?? "no line for \(mount.mountPoint)")")
         let bytes = Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0 &* 2_654_435_761 >> 7) })
         try bytes.write(to: URL(fileURLWithPath: mount.backing + "/from-server"))
         #expect(FileManager.default.contents(atPath: mount.mountPoint + "/from-server") == bytes)
