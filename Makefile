@@ -1,13 +1,17 @@
-# Two commands on a fresh Debian machine with Swift: `make demo` and `make test`.
+# Two commands on a fresh Debian machine with Swift: `make demo` and `make test` (and `make test-system` for the tests
+# with real servers and filesystems).
 SWIFT ?= swift
 # Warnings are errors here and in CI (not in Package.swift, which a versioned dependency may not carry unsafe flags in).
 STRICT = -Xswiftc -warnings-as-errors
 # systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed); zsh, fish:
 # the completion tests load inbox's completions in them; postfix, procmail: the mail tests deliver real mail
 # through them (PostfixDeliveryTests); maildrop: the mail benchmark; bindfs, rclone: real FUSE filesystems (rclone
-# only Suggests fuse, which bindfs brings).
+# only Suggests fuse, which bindfs brings); openssh-server, openssh-client, sshfs: make test-system starts its own
+# sshd on loopback and mounts it with sshfs and rclone's sftp backend (Tests/FuseSupport/SshServer.swift); python3:
+# tests write archives and probe extended attributes with it.
 APT_PACKAGES = libinotifytools0-dev nettle-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite systemd zsh fish postfix procmail maildrop bindfs rclone
+	libytnef0-dev libpython3.11-testsuite python3 systemd zsh fish postfix procmail maildrop bindfs rclone \
+	openssh-server openssh-client sshfs
 # postfix's install questions, answered: local mail only (the tests configure the rest with postconf).
 POSTFIX_PRESEED = postfix postfix/main_mailer_type select Local only\npostfix postfix/mailname string localhost\n
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -59,7 +63,7 @@ RELEASE_BUILD = rm -rf "$$($(SWIFT) build -c release --show-bin-path)" && $(SWIF
 # runtime from the toolchain that built it (its RUNPATH).
 INSTALL_SWIFTFLAGS ?= $(RELEASE_SWIFTFLAGS)
 
-.PHONY: deps build test demo lint format clean bench bench-mail bench-tools bench-mail-tools hot-functions install \
+.PHONY: deps build test test-system demo lint format clean bench bench-mail bench-tools bench-mail-tools hot-functions install \
 	uninstall
 
 # Installs the Debian packages the build and the tests need, only when one is missing, asking nothing.
@@ -74,8 +78,15 @@ deps:
 build: deps
 	$(SWIFT) build $(STRICT)
 
+# The quick suite every change runs: all but SystemTests.
 test: deps
-	$(SWIFT) test $(STRICT)
+	$(SWIFT) test $(STRICT) --skip SystemTests
+
+# The tests that need the real parts (ARCHITECTURE.md, "Folders"): servers they start themselves (sshd on loopback)
+# and the network and FUSE filesystems mounted over them. As root; each says in one line why it skipped otherwise.
+# More of them (a booted systemd, the package) join the same target.
+test-system: deps
+	$(SWIFT) test $(STRICT) --filter SystemTests
 
 # The demo prints how to run the binary again; the command itself is not echoed, nor show-bin-path's warnings.
 demo: build

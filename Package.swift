@@ -51,14 +51,18 @@ let package = Package(
         .target(name: "InboxCommands", dependencies: ["InboxKit"]),
         .executableTarget(name: "inbox", dependencies: ["InboxCommands"]),
         .executableTarget(name: "inbox-formats", dependencies: ["InboxCommands", "InboxFormats"]),
-        // A real FUSE mount (bindfs) for the tests of network and FUSE filesystems.
-        .target(name: "FuseSupport", path: "Tests/FuseSupport"),
+        // The fixtures the test targets share: real FUSE mounts (bindfs, rclone, sshfs) for the tests of network and
+        // FUSE filesystems, an OpenSSH server on loopback to mount, and the built `inbox` run as a process.
+        .target(name: "FuseSupport", dependencies: ["CLinux"], path: "Tests/FuseSupport"),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer", "FuseSupport"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "InboxFormats", "AppContainer", "FuseSupport"]),
         .testTarget(
             name: "CLITests",
             dependencies: ["inbox", "inbox-formats", "InboxCommands", "InboxKit", "CLinux", "FuseSupport"]
         ),
+        // The tests that need the real parts (`make test-system`; `make test` skips them): servers they start
+        // themselves and the network and FUSE filesystems mounted over them, `inbox` run as a user runs it.
+        .testTarget(name: "SystemTests", dependencies: ["inbox", "inbox-formats", "FuseSupport"]),
         // `import InboxKit` (and `import InboxFormats` for mail and backups), as a library user writes it.
         // PublicAPI.txt: the public API as checked in (PublicAPITests).
         .testTarget(name: "LibraryAPITests", dependencies: ["InboxKit", "InboxFormats"], exclude: ["PublicAPI.txt"]),

@@ -36,16 +36,21 @@ public struct FileName: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// Names that begin with `.` are in-progress staging, ignored by the watcher.
     public var isHidden: Bool { bytes.first == 0x2E }
 
-    /// A name a network or FUSE filesystem's client made for a file removed while open: `.nfs` and 16 or more hex
-    /// digits (NFS's silly rename), `.fuse_hidden` and hex digits (FUSE). The client removes it when the file is
-    /// closed; every walk leaves it alone (ARCHITECTURE.md, "Network and FUSE filesystems").
-    package var isClientLeftover: Bool {
+    /// Whether this is a name the client of a filesystem of `f_type` `type` made for a file removed while open:
+    /// on NFS, `.nfs` and 16 or more hex digits (its silly rename); on FUSE, `.fuse_hidden` and hex digits. The
+    /// client removes it when the file is closed, and every walk leaves it alone; on any other filesystem such a name
+    /// is a user's like any other (ARCHITECTURE.md, "Network and FUSE filesystems").
+    package func isClientLeftover(onFilesystem type: Int64) -> Bool {
         func hexDigits(after prefix: String, atLeast count: Int) -> Bool {
             guard bytes.starts(with: prefix.utf8) else { return false }
             let rest = bytes.dropFirst(prefix.utf8.count)
             return rest.count >= count && rest.allSatisfy { Character(Unicode.Scalar($0)).isHexDigit }
         }
-        return hexDigits(after: ".nfs", atLeast: 16) || hexDigits(after: ".fuse_hidden", atLeast: 8)
+        switch type {
+        case Filesystem.nfsType: return hexDigits(after: ".nfs", atLeast: 16)
+        case Filesystem.fuseType: return hexDigits(after: ".fuse_hidden", atLeast: 8)
+        default: return false
+        }
     }
 
     /// The name split at its last `.`, where that `.` is not the first byte: ("report", ".pdf").

@@ -78,10 +78,13 @@ package struct Filesystem: Sendable, Equatable {
     /// `linux/magic.h`'s `FUSE_SUPER_MAGIC`.
     package static let fuseType: Int64 = 0x6573_5546
 
+    /// `linux/magic.h`'s `NFS_SUPER_MAGIC`.
+    package static let nfsType: Int64 = 0x6969
+
     /// The `f_type`s of network filesystems: NFS, SMB (smbfs, CIFS, SMB2), 9p, Ceph, AFS (two), Coda, NCP, Lustre,
     /// GPFS. GlusterFS, sshfs and rclone are FUSE filesystems.
     static let networkTypes: Set<Int64> = [
-        0x6969, 0x517B, 0xFF53_4D42, 0xFE53_4D42, 0x0102_1997, 0x00C3_6400, 0x5346_414F, 0x6B41_4653, 0x7375_7245,
+        nfsType, 0x517B, 0xFF53_4D42, 0xFE53_4D42, 0x0102_1997, 0x00C3_6400, 0x5346_414F, 0x6B41_4653, 0x7375_7245,
         0x564C, 0x0BD0_0BD0, 0x4750_4653,
     ]
 

@@ -4,8 +4,9 @@ import Glibc
 /// folder opened relative to its parent with O_NOFOLLOW and checked to be the folder listed, so that no symbolic
 /// link is ever followed. What its users need differently is a parameter: how deep it goes, whether it stays on the
 /// root's filesystem, whether each folder's names come sorted (else they are read one at a time, in constant
-/// memory), and, in `run`, what a failure does. A network or FUSE client's leftover (`.nfs…`, `.fuse_hidden…`) is
-/// never visited.
+/// memory), and, in `run`, what a failure does. A network or FUSE client's leftover is never visited: `.nfs…` in a
+/// folder on NFS, `.fuse_hidden…` in one on FUSE; elsewhere such names are a user's. The filesystem is asked once a
+/// walk (`fstatfs`), and again only for a folder on another device than its parent's.
 package struct FolderWalk: Sendable {
     /// A folder this many levels below the root is not read: its reading is a failure (`nested too deep`).
     /// Each level holds a descriptor or two, so the bound keeps a deep tree from running out of them.
@@ -57,16 +58,25 @@ package struct FolderWalk: Sendable {
         enter: (Entry, _ folder: CInt) throws(ContainerError) -> Void = { _, _ in },
         leave: (Entry, _ folder: CInt) throws(ContainerError) -> Void = { _, _ in }
     ) throws(ContainerError) -> Bool {
-        var device: UInt64?
-        if sameFilesystem {
-            do {
-                device = try root.fileStatus().device
-            } catch {
-                throw error.failure("read", shown)
-            }
+        let rootDevice: UInt64
+        let rootType: Int64
+        do {
+            rootDevice = try root.fileStatus().device
+            rootType = try system_fstatfsType(root.rawValue)
+        } catch {
+            throw error.failure("read", shown)
         }
-        /// Walks the folder at `path`; false once stopped.
-        func folder(_ folder: borrowing FileDescriptor, _ path: [FileName]) throws(ContainerError) -> Bool {
+        /// The folders on the root's filesystem are the only ones entered, when `sameFilesystem`.
+        let device = sameFilesystem ? rootDevice : nil
+        /// Where a folder is: its device, and its filesystem's `f_type` (which client's leftovers it holds).
+        struct Place {
+            var device: UInt64
+            var type: Int64
+        }
+        /// Walks the folder at `path`, on `place`; false once stopped.
+        func folder(_ folder: borrowing FileDescriptor, _ path: [FileName], _ place: Place) throws(ContainerError)
+            -> Bool
+        {
             let fd = folder.rawValue
             var going = true
             var failure: ContainerError?
@@ -74,7 +84,7 @@ package struct FolderWalk: Sendable {
                 if sorted {
                     for name in try folder.entries().sorted() {
                         do throws(ContainerError) {
-                            going = try entry(name, in: fd, path)
+                            going = try entry(name, in: fd, path, place)
                         } catch {
                             failure = error
                         }
@@ -83,7 +93,7 @@ package struct FolderWalk: Sendable {
                 } else {
                     try folder.forEachEntry { name throws(Errno) in
                         do throws(ContainerError) {
-                            going = try entry(name, in: fd, path)
+                            going = try entry(name, in: fd, path, place)
                         } catch {
                             failure = error
                         }
@@ -98,9 +108,9 @@ package struct FolderWalk: Sendable {
             if let failure { throw failure }
             return going
         }
-        /// Visits `name` in the folder `fd` at `path`, and goes into it if asked; false once stopped.
-        func entry(_ name: FileName, in fd: CInt, _ path: [FileName]) throws(ContainerError) -> Bool {
-            guard !name.isClientLeftover else { return true }
+        /// Visits `name` in the folder `fd` at `path`, on `place`, and goes into it if asked; false once stopped.
+        func entry(_ name: FileName, in fd: CInt, _ path: [FileName], _ place: Place) throws(ContainerError) -> Bool {
+            guard !name.isClientLeftover(onFilesystem: place.type) else { return true }
             let path = path + [name]
             let status: FileStatus
             do {
@@ -131,12 +141,22 @@ package struct FolderWalk: Sendable {
                 return true
             }
             guard let inner = opened else { return true }
+            var innerPlace = place
+            if status.device != place.device {
+                // A mount point: another filesystem, maybe another client's names.
+                do {
+                    innerPlace = Place(device: status.device, type: try system_fstatfsType(inner.rawValue))
+                } catch {
+                    try onError(error.failure("read", shownEntry))
+                    return true
+                }
+            }
             try enter(entry, inner.rawValue)
-            guard try folder(inner, path) else { return false }
+            guard try folder(inner, path, innerPlace) else { return false }
             try leave(entry, inner.rawValue)
             return true
         }
-        return try folder(root, [])
+        return try folder(root, [], Place(device: rootDevice, type: rootType))
     }
 }
 

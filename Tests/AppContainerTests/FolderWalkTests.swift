@@ -1,5 +1,6 @@
 import AppContainer
 import Foundation
+import FuseSupport
 import Glibc
 import Testing
 
@@ -47,6 +48,28 @@ import Testing
         #expect(reported.isEmpty)
         let unsorted = try visited(FolderWalk(maxDepth: 8, sameFilesystem: false), scratch.path)
         #expect(unsorted.paths.sorted() == paths)
+    }
+
+    /// A client's hidden name is passed over only in a folder on its filesystem: `.fuse_hidden…` in the local
+    /// backing folder is visited, and the same name seen through the bindfs mount below it is not. The filesystem is
+    /// asked once for the root and once for the mount point, never per entry.
+    @Test func aClientsHiddenNameIsPassedOverOnlyOnItsFilesystem() throws {
+        let mount = try FuseMount()
+        let hidden = ".fuse_hidden0000000a00000001"
+        try makeFile(mount.backing + "/" + hidden, [1])
+        try makeFile(mount.backing + "/.nfs000000000012345600000001", [1])
+        let plan = SyscallFaultPlan()
+        let (paths, reported) = try plan.run { try visited(FolderWalk(maxDepth: 8, sameFilesystem: false), mount.root) }
+        #expect(
+            paths.sorted() == [
+                "backing", "backing/" + hidden, "backing/.nfs000000000012345600000001", "mount",
+                "mount/.nfs000000000012345600000001",
+            ])
+        #expect(reported.isEmpty)
+        #expect(plan.calls.filter { $0 == "fstatfs" }.count == 2, "\(plan.calls)")
+        let local = SyscallFaultPlan()
+        _ = try local.run { try visited(FolderWalk(maxDepth: 8, sameFilesystem: false), mount.backing) }
+        #expect(local.calls.filter { $0 == "fstatfs" } == ["fstatfs"], "one walk of a local folder, one fstatfs")
     }
 
     @Test func enterAndLeaveBracketEachFolderAndStopEndsTheWalk() throws {

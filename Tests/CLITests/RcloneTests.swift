@@ -16,12 +16,7 @@ import Testing
 
     /// Runs `inbox ARGS…` to its end, killed after `seconds` (a command that loops must not hang the suite).
     static func run(_ arguments: String..., input: String = "", seconds: Int = 60) throws -> InboxProcess.Result {
-        let child = try InboxProcess.start(arguments.map { Array($0.utf8) })
-        let pid = child.pid
-        let deadline = DispatchWorkItem { kill(pid, SIGKILL) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds), execute: deadline)
-        defer { deadline.cancel() }
-        return try child.finish(input: Array(input.utf8))
+        try InboxProcess.run(arguments, input: input, killedAfter: seconds)
     }
 
     /// One line on stderr, naming the filesystem and why; exit status 73 (`status`).

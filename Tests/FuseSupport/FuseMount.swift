@@ -1,9 +1,10 @@
 import Foundation
 
 /// A real FUSE filesystem for tests (ARCHITECTURE.md, "Network and FUSE filesystems"): Debian's `bindfs` (or
-/// `rclone`) mounts a backing folder at a mount point. What a test writes through the mount point is this host's own
-/// writing; what it writes straight into the backing folder stands for another host's, and raises no inotify event
-/// on the mount. Unmounted when released.
+/// `rclone`, or `sshfs` over an `SshServer` on loopback) mounts a backing folder at a mount point. What a test writes
+/// through the mount point is this host's own writing; what it writes straight into the backing folder stands for
+/// another host's (for sshfs and rclone's sftp backend, it is the server's side), and raises no inotify event on the
+/// mount. Unmounted when released (then its server, if any, stopped).
 public final class FuseMount: @unchecked Sendable {
     /// The folder that holds both `backing` and `mountPoint`, removed at the end.
     public let root: String
@@ -13,6 +14,8 @@ public final class FuseMount: @unchecked Sendable {
     public let mountPoint: String
     /// The program that serves the mount.
     public let program: Program
+    /// The server an `sshfs` or `rcloneSftp` mount reaches its backing folder through.
+    public let server: SshServer?
     private var mounted = false
 
     /// The FUSE filesystems a test can mount.
@@ -24,13 +27,52 @@ public final class FuseMount: @unchecked Sendable {
         /// `link` and `symlink` with EIO, `O_TMPFILE` with EOPNOTSUPP, and a rename onto an empty folder with EEXIST;
         /// its `flock` is this host's alone.
         case rclone
+        /// sshfs (mountinfo type `fuse.sshfs`) of `root@127.0.0.1:BACKING` through the mount's own `SshServer`.
+        case sshfs
+        /// `rclone mount` of the sftp backend (mountinfo type `fuse.rclone`) of the mount's own `SshServer`, with
+        /// `--vfs-cache-mode writes`, as `rclone`.
+        case rcloneSftp
+
+        /// Its program's path.
+        var executable: String {
+            switch self {
+            case .bindfs: "/usr/bin/bindfs"
+            case .rclone, .rcloneSftp: "/usr/bin/rclone"
+            case .sshfs: "/usr/bin/sshfs"
+            }
+        }
+
+        /// Its type in the mount table (`fuse.sshfs`), which inbox names it by.
+        public var mountType: String {
+            switch self {
+            case .bindfs: "fuse"
+            case .rclone, .rcloneSftp: "fuse.rclone"
+            case .sshfs: "fuse.sshfs"
+            }
+        }
+
+        /// Whether it reaches its backing folder through an `SshServer`.
+        var needsServer: Bool { self == .sshfs || self == .rcloneSftp }
+    }
+
+    /// Why `program` cannot be mounted here (its program, `/dev/fuse` or, for a server, root or OpenSSH missing),
+    /// in one line; nil when it can. For a test to skip with.
+    public static func unavailable(_ program: Program) -> String? {
+        if program.needsServer, let reason = SshServer.unavailable { return reason }
+        guard FileManager.default.isExecutableFile(atPath: program.executable) else {
+            return "\(program.executable) is not installed (make deps installs it)"
+        }
+        guard access("/dev/fuse", R_OK | W_OK) == 0 else { return "/dev/fuse cannot be opened" }
+        return nil
     }
 
     /// Mounts a fresh backing folder with `program` and its `options` (for bindfs, such as
     /// `attr_timeout=30,entry_timeout=30`, an NFS-like attribute cache). Throws, saying why, when the program or
-    /// `/dev/fuse` is missing (`make deps` installs bindfs and rclone).
+    /// `/dev/fuse` is missing (`make deps` installs bindfs, rclone and sshfs), or, for `sshfs` and `rcloneSftp`, the
+    /// server cannot be started.
     public init(program: Program = .bindfs, options: [String] = []) throws {
         self.program = program
+        server = program.needsServer ? try SshServer() : nil
         var template = Array("/tmp/inbox-fuse.XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw FuseMountError("mkdtemp failed: errno \(errno)") }
         root = String(cString: made)
@@ -70,7 +112,7 @@ public final class FuseMount: @unchecked Sendable {
         guard mounted else { return }
         let deadline = Date().addingTimeInterval(30)
         while true {
-            let (status, output) = try Self.run("/bin/fusermount", ["-u", mountPoint])
+            let (status, output) = try runToEnd("/bin/fusermount", ["-u", mountPoint])
             if status == 0 { break }
             guard Date() < deadline else { throw FuseMountError("fusermount -u \(mountPoint): \(output)") }
             usleep(50_000)
@@ -84,22 +126,32 @@ public final class FuseMount: @unchecked Sendable {
     }
 
     private func mount(options: [String]) throws {
-        let executable = program == .bindfs ? "/usr/bin/bindfs" : "/usr/bin/rclone"
-        guard FileManager.default.isExecutableFile(atPath: executable) else {
-            throw FuseMountError("\(executable) is not installed (make deps installs it)")
-        }
-        guard access("/dev/fuse", R_OK | W_OK) == 0 else { throw FuseMountError("/dev/fuse cannot be opened") }
+        let executable = program.executable
+        if let unavailable = Self.unavailable(program) { throw FuseMountError(unavailable) }
         let arguments: [String]
-        switch program {
-        case .bindfs:
+        switch (program, server) {
+        case (.bindfs, _):
             arguments = (options.isEmpty ? [] : ["-o", options.joined(separator: ",")]) + [backing, mountPoint]
-        case .rclone:
+        case (.rclone, _):
             // A plain local path is the remote; no configuration file; the cache inside `root`, removed with it.
+            arguments = ["mount", backing, mountPoint] + rcloneOptions(options)
+        case (.rcloneSftp, let server?):
+            // The remote given whole on the command line (no configuration file); the host's key is not checked.
+            let remote = ":sftp,host=127.0.0.1,port=\(server.port),user=root,key_file=\(server.clientKey):\(backing)"
+            arguments = ["mount", remote, mountPoint] + rcloneOptions(options)
+        case (.sshfs, let server?):
+            // No ssh configuration of this host's and no known hosts: the throwaway key alone, never a question.
+            let ssh = [
+                "IdentityFile=\(server.clientKey)", "StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null",
+                "BatchMode=yes",
+            ]
             arguments =
-                ["mount", backing, mountPoint, "--daemon", "--config", "/dev/null", "--cache-dir", root + "/cache"]
-                + ["--vfs-cache-mode", "writes"] + options
+                ["-F", "/dev/null", "-p", String(server.port), "-o", (ssh + options).joined(separator: ",")]
+                + ["root@127.0.0.1:" + backing, mountPoint]
+        case (.sshfs, nil), (.rcloneSftp, nil):
+            throw FuseMountError("\(program) needs its server")
         }
-        let (status, output) = try Self.run(executable, arguments)
+        let (status, output) = try runToEnd(executable, arguments)
         guard status == 0 else { throw FuseMountError("\(executable) \(arguments.joined(separator: " ")): \(output)") }
         // rclone's daemon may still be mounting when its parent exits: the mount table tells.
         let deadline = Date().addingTimeInterval(30)
@@ -115,41 +167,17 @@ public final class FuseMount: @unchecked Sendable {
         else { throw FuseMountError("\(executable) returned but \(mountPoint) is not a mount point") }
     }
 
+    /// `rclone mount`'s options after the remote and mount point: a daemon, no configuration file, the cache inside
+    /// `root` (removed with it), and `--vfs-cache-mode writes`, without which a file opened for reading and writing
+    /// cannot be read.
+    private func rcloneOptions(_ options: [String]) -> [String] {
+        ["--daemon", "--config", "/dev/null", "--cache-dir", root + "/cache", "--vfs-cache-mode", "writes"] + options
+    }
+
     /// Whether `/proc/self/mountinfo` has a mount at `mountPoint` (its fifth field).
     private func isMounted() -> Bool {
         guard let table = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return false }
         return table.split(separator: "\n").contains { $0.split(separator: " ").dropFirst(4).first == mountPoint[...] }
-    }
-
-    /// Runs `executable` to its end (posix_spawn, then waitpid), its output gathered in a file: a pipe would stay
-    /// open in bindfs's (or rclone's) daemon, never ending.
-    private static func run(_ executable: String, _ arguments: [String]) throws -> (Int32, String) {
-        var template = Array("/tmp/inbox-fuse-output.XXXXXX".utf8CString)
-        let output = mkstemp(&template)
-        guard output >= 0 else { throw FuseMountError("mkstemp failed: errno \(errno)") }
-        let outputPath = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        defer {
-            close(output)
-            unlink(outputPath)
-        }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_adddup2(&actions, output, 1)
-        posix_spawn_file_actions_adddup2(&actions, output, 2)
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for argument in argv { free(argument) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
-        guard spawned == 0 else { throw FuseMountError("cannot run \(executable): errno \(spawned)") }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) == -1 {
-            guard errno == EINTR else { throw FuseMountError("waitpid failed: errno \(errno)") }
-        }
-        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-        let exited = status & 0x7F == 0 ? (status >> 8) & 0xFF : 128 + status & 0x7F
-        return (exited, text.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
 

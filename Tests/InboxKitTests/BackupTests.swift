@@ -1,5 +1,6 @@
 import AppContainer
 import Foundation
+import FuseSupport
 import Glibc
 import Testing
 
@@ -57,17 +58,36 @@ import Testing
         #expect(entries["Library/Caches/deep/"] == nil, "a folder that holds something is walked, not listed")
     }
 
-    @Test func aNetworkClientsLeftoversAreNotBackedUp() throws {
+    /// On a local disk no NFS or FUSE client made them: `.nfs…` and `.fuse_hidden…` names are a user's files and
+    /// folders, backed up like any other.
+    @Test func aClientsHiddenNamesOnALocalDiskAreBackedUp() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
+        let container = scratch.container
+        try write(container, "Documents/.nfs000000000012345600000001")
+        try write(container, "Documents/.fuse_hidden0000000a00000002/notes.txt")
+        let entries = try plan(container)
+        #expect(entries["Documents/.nfs000000000012345600000001"]?.included == true, "\(entries.keys.sorted())")
+        #expect(entries["Documents/.fuse_hidden0000000a00000002/notes.txt"]?.included == true)
+    }
+
+    /// On a FUSE mount (bindfs) a `.fuse_hidden…` name is the client's, left out; a `.nfs…` name is a user's there.
+    @Test func aFuseClientsHiddenNamesAreNotBackedUp() throws {
+        let mount = try FuseMount()
+        let scratch = try Scratch(under: mount.mountPoint)
+        defer {
+            scratch.remove()
+            withExtendedLifetime(mount) {}
+        }
         let container = scratch.container
         for path in ["Documents/.nfs000000000012345600000001", "Documents/deep/.fuse_hidden0000000a00000002"] {
             try write(container, path)
         }
-        try write(container, "Documents/.nfs-notes")
+        try write(container, "Documents/.fuse_hidden-notes")
         let entries = try plan(container)
-        #expect(entries["Documents/.nfs-notes"]?.included == true)
-        #expect(entries.keys.filter { $0.contains(".nfs0") || $0.contains(".fuse_hidden") }.isEmpty)
+        #expect(entries["Documents/.fuse_hidden-notes"]?.included == true)
+        #expect(entries["Documents/.nfs000000000012345600000001"]?.included == true)
+        #expect(entries.keys.filter { $0.contains(".fuse_hidden0") }.isEmpty)
         #expect(entries["Documents/deep/"]?.included == true, "a folder with only a leftover is listed as empty")
     }
 

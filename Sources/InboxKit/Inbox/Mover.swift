@@ -109,12 +109,15 @@ package struct Mover {
 
     /// How many names the file `status` has besides one, not counting the hidden names a FUSE or NFS client gives,
     /// in the Inbox, to a name unlinked while the file is open (`.fuse_hidden…`, `.nfs…`: ARCHITECTURE.md, "Network and
-    /// FUSE filesystems"): the watcher holds an item open while it moves it. The Inbox is read only for a file of
-    /// more than one link; any other name (a foreign hard link) counts.
+    /// FUSE filesystems"): the watcher holds an item open while it moves it. Only for a file of more than one link is
+    /// the Inbox's filesystem asked, and read only on NFS or FUSE: elsewhere such a name is a user's hard link, and any
+    /// other name (a foreign hard link) counts.
     func otherLinks(_ status: FileStatus) throws(Errno) -> Int {
         var links = Int(status.linkCount) - 1
         guard links > 0 else { return links }
-        for entry in try inboxFolder.descriptor.entries() where entry.isClientLeftover {
+        let type = try system_fstatfsType(inboxFolder.rawValue)
+        guard type == Filesystem.fuseType || type == Filesystem.nfsType else { return links }
+        for entry in try inboxFolder.descriptor.entries() where entry.isClientLeftover(onFilesystem: type) {
             if try fileStatusIfPresent(in: inboxFolder.rawValue, entry)?.isSameFile(as: status) == true { links -= 1 }
         }
         return links

@@ -1,20 +1,21 @@
 import CLinux
+import Dispatch
 import Foundation
 import Glibc
-import Testing
 
-/// The built `inbox` binary, run as a real process with raw byte arguments.
-struct InboxProcess {
-    struct Result {
-        var status: Int32
-        var stdout: [UInt8]
-        var stderr: String
-        var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
-        var lines: [String] { stdoutText.split(separator: "\n").map(String.init) }
+/// The built `inbox` binary, run as a real process with raw byte arguments (the tests of CLITests and
+/// SystemTests run it so, as a user does).
+public struct InboxProcess {
+    public struct Result: Sendable {
+        public var status: Int32
+        public var stdout: [UInt8]
+        public var stderr: String
+        public var stdoutText: String { String(decoding: stdout, as: UTF8.self) }
+        public var lines: [String] { stdoutText.split(separator: "\n").map(String.init) }
     }
 
     /// `.build/<triple>/debug/inbox`, beside the test bundle, unless `INBOX_BINARY` names another.
-    static let binary: String = {
+    public static let binary: String = {
         if let path = ProcessInfo.processInfo.environment["INBOX_BINARY"] { return path }
         var folder = Bundle.main.bundleURL
         while !FileManager.default.isExecutableFile(atPath: folder.appendingPathComponent("inbox").path),
@@ -26,7 +27,7 @@ struct InboxProcess {
     }()
 
     /// Runs `inbox ARGS…` (or `executable ARGS…`) to the end, feeding `input` on stdin.
-    static func run(
+    public static func run(
         _ arguments: [[UInt8]], input: [UInt8] = [], environment: [String: String] = [:],
         terminalColumns: UInt16? = nil, stderrIsTerminal: Bool = false, executable: String = binary
     ) throws -> Result {
@@ -36,19 +37,30 @@ struct InboxProcess {
         return try child.finish(input: input)
     }
 
-    static func run(_ arguments: String..., input: String = "", environment: [String: String] = [:]) throws
+    public static func run(_ arguments: String..., input: String = "", environment: [String: String] = [:]) throws
         -> Result
     {
         try run(arguments.map { Array($0.utf8) }, input: Array(input.utf8), environment: environment)
     }
 
+    /// Runs `inbox ARGS…` to its end, feeding `input` on stdin, killed (SIGKILL) after `seconds`: a command that
+    /// loops or hangs on a filesystem must not hang the suite.
+    public static func run(_ arguments: [String], input: String = "", killedAfter seconds: Int) throws -> Result {
+        let child = try start(arguments.map { Array($0.utf8) })
+        let pid = child.pid
+        let deadline = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(seconds), execute: deadline)
+        defer { deadline.cancel() }
+        return try child.finish(input: Array(input.utf8))
+    }
+
     /// A running `inbox` process with pipes to its standard streams. Each pipe is closed once (its field is then
     /// -1): closing a number twice could close a descriptor another test's thread has since been given.
-    final class Child {
-        let pid: pid_t
-        private(set) var stdin: CInt
-        private(set) var stdout: CInt
-        private(set) var stderr: CInt
+    public final class Child {
+        public let pid: pid_t
+        public private(set) var stdin: CInt
+        public private(set) var stdout: CInt
+        public private(set) var stderr: CInt
         /// Set once the process is reaped: its number may then be another process's.
         private var reaped: Int32?
 
@@ -60,7 +72,7 @@ struct InboxProcess {
         }
 
         /// Writes `input`, closes stdin, reads both outputs to their end and waits for the exit status.
-        func finish(input: [UInt8] = []) throws -> Result {
+        public func finish(input: [UInt8] = []) throws -> Result {
             _ = input.withUnsafeBytes { write(stdin, $0.baseAddress, $0.count) }
             closeOnce(&stdin)
             var outputs: [[UInt8]] = [[], []]
@@ -83,7 +95,7 @@ struct InboxProcess {
         }
 
         /// Reads what stdout has until `predicate` holds for all of it so far, or the deadline passes.
-        func readStdout(until predicate: (String) -> Bool, timeout: TimeInterval = 20) -> String {
+        public func readStdout(until predicate: (String) -> Bool, timeout: TimeInterval = 20) -> String {
             var collected: [UInt8] = []
             let deadline = Date().addingTimeInterval(timeout)
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -98,7 +110,7 @@ struct InboxProcess {
         }
 
         /// Closes the reading end of stdout, as `head` does once it has its line.
-        func closeStdout() {
+        public func closeStdout() {
             closeOnce(&stdout)
         }
 
@@ -108,7 +120,7 @@ struct InboxProcess {
         }
 
         /// The exit status once the process has exited, or nil if it is still running at the deadline.
-        func exitStatus(within timeout: TimeInterval) -> Int32? {
+        public func exitStatus(within timeout: TimeInterval) -> Int32? {
             let deadline = Date().addingTimeInterval(timeout)
             var status: CInt = 0
             while Date() < deadline {
@@ -126,7 +138,7 @@ struct InboxProcess {
             return nil
         }
 
-        func terminate() -> Int32 {
+        public func terminate() -> Int32 {
             if let reaped { return reaped }
             kill(pid, SIGTERM)
             closeOnce(&stdin)
@@ -149,7 +161,7 @@ struct InboxProcess {
     /// Starts `inbox ARGS…` (or `executable ARGS…`) with posix_spawn, so arguments stay exact bytes. With
     /// `terminalColumns`, its stdout is a pseudo-terminal that wide (read back with `\r\n` line ends) instead of
     /// a pipe; with `stderrIsTerminal`, so is its stderr (80 columns).
-    static func start(
+    public static func start(
         _ arguments: [[UInt8]], environment: [String: String] = [:], terminalColumns: UInt16? = nil,
         stderrIsTerminal: Bool = false, executable: String = binary
     ) throws -> Child {
@@ -225,37 +237,4 @@ private func pseudoTerminal(columns: UInt16) throws -> [CInt] {
     var size = winsize(ws_row: 24, ws_col: columns, ws_xpixel: 0, ws_ypixel: 0)
     _ = ioctl(controller, UInt(TIOCSWINSZ), &size)
     return [controller, terminal]
-}
-
-/// A throwaway folder, removed when the test ends.
-final class TemporaryFolder {
-    let path: String
-
-    init() throws {
-        var template = Array("/tmp/inbox-cli-test.XXXXXX".utf8CString)
-        guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
-        path = String(cString: made)
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: path)
-    }
-
-    /// A fresh container made by `inbox init`.
-    func container() throws -> String {
-        let root = path + "/container"
-        let result = try InboxProcess.run("--container", root, "init")
-        #expect(result.status == 0, "init failed: \(result.stderr)")
-        return root
-    }
-
-    /// Writes a file of `contents` and returns its path.
-    @discardableResult
-    func file(_ name: String, _ contents: String) throws -> String {
-        let filePath = path + "/" + name
-        try FileManager.default.createDirectory(
-            atPath: (filePath as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(contents.utf8).write(to: URL(fileURLWithPath: filePath))
-        return filePath
-    }
 }
