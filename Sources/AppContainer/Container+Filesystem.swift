@@ -18,9 +18,9 @@ extension Container {
             guard filesystem.pollReason != nil else { return }
             let state = root + Array("/\(stateRelativePath)".utf8)
             if let stateFolder = try? FileDescriptor(state, [.directory, .noFollow]) {
-                verdict = IdentityProbe.verdict(in: stateFolder.rawValue)
+                verdict = IdentityProbe.verdict(in: stateFolder.rawValue, filesystem: filesystem)
             } else {
-                verdict = IdentityProbe.verdict(in: folder.rawValue)
+                verdict = IdentityProbe.verdict(in: folder.rawValue, filesystem: filesystem)
             }
         } catch .notDirectory {
             return  // not a folder: the caller says so

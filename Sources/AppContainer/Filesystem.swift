@@ -12,6 +12,9 @@ package struct Filesystem: Sendable, Equatable {
     package let mountType: String?
     /// The mount's options, its own and its superblock's (`rw`, `vers=4.2`, `acdirmax=60`, `attr_timeout=30`).
     package let options: [String]
+    /// What tells this mount from another that got its device number after it was unmounted: the mount table's
+    /// mount ID, mount point and source; nil where the table was not read.
+    package let mount: String?
 
     /// The filesystem that holds the open file or folder `fd`.
     package init(of fd: CInt) throws(Errno) {
@@ -20,11 +23,13 @@ package struct Filesystem: Sendable, Equatable {
             // A local filesystem: its type is all there is to know, and costs one call (every import asks).
             mountType = nil
             options = []
+            mount = nil
             return
         }
         let line = Self.mountLine(device: FileStatus(try system_fstat(fd)).device)
         mountType = line?.type
         options = line?.options ?? []
+        mount = line?.mount
     }
 
     /// The filesystem that holds the open file or folder `descriptor`.
@@ -37,6 +42,7 @@ package struct Filesystem: Sendable, Equatable {
         self.type = type
         self.mountType = mountType
         self.options = options
+        mount = nil
     }
 
     /// Why this filesystem is polled (`nfs4`, `fuse.sshfs`): another host's writes raise no inotify event here.
@@ -94,7 +100,7 @@ package struct Filesystem: Sendable, Equatable {
 
     /// The type and options of the mount of `device`, the last such line of `/proc/self/mountinfo` (a later mount
     /// hides an earlier one); nil when it cannot be read or has no line.
-    private static func mountLine(device: UInt64) -> (type: String, options: [String])? {
+    private static func mountLine(device: UInt64) -> (type: String, options: [String], mount: String)? {
         let bytes: [UInt8]
         do {
             bytes = try FileDescriptor("/proc/self/mountinfo", [.readOnly]).readToEnd(limit: 64 << 20)
@@ -103,7 +109,7 @@ package struct Filesystem: Sendable, Equatable {
         }
         let (major, minor) = FileID.majorMinor(device)
         let wanted = "\(major):\(minor)"
-        var found: (type: String, options: [String])?
+        var found: (type: String, options: [String], mount: String)?
         // "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue"
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
             let fields = line.split(separator: UInt8(ascii: " "))
@@ -113,8 +119,10 @@ package struct Filesystem: Sendable, Equatable {
             func words(_ field: ArraySlice<UInt8>) -> [String] {
                 field.split(separator: UInt8(ascii: ",")).map { String(decoding: $0, as: UTF8.self) }
             }
+            let mount = [fields[0], fields[4], fields[dash + 2]].map { String(decoding: $0, as: UTF8.self) }
             found = (
-                String(decoding: fields[dash + 1], as: UTF8.self), words(fields[5]) + words(fields[dash + 3])
+                String(decoding: fields[dash + 1], as: UTF8.self), words(fields[5]) + words(fields[dash + 3]),
+                mount.joined(separator: " ")
             )
         }
         return found

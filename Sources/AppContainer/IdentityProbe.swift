@@ -30,16 +30,19 @@ package enum IdentityProbe {
         }
     }
 
-    private static let known = Mutex<[UInt64: Verdict]>([:])
+    /// The verdicts found, by device and mount (another mount may get a device number once it is free).
+    private static let known = Mutex<[String: Verdict]>([:])
 
-    /// The verdict for the filesystem of `folder`, probed in it the first time this process asks of that device.
+    /// The verdict for the filesystem of `folder`, probed in it the first time this process asks of that mount.
     /// Nil when the probe could not be made (a folder this user cannot write, a read-only mount): nothing is
-    /// refused on that word, and the next ask probes again.
-    package static func verdict(in folder: CInt) -> Verdict? {
+    /// refused on that word, and the next ask probes again. `filesystem`, when known, saves reading the mount table.
+    package static func verdict(in folder: CInt, filesystem: Filesystem? = nil) -> Verdict? {
         guard let device = try? FileStatus(system_fstat(folder)).device else { return nil }
-        if let verdict = known.withLock({ $0[device] }) { return verdict }
+        // Without a mount table (a sandbox without /proc), the device alone.
+        let key = "\(device) " + (filesystem?.mount ?? (try? Filesystem(of: folder))?.mount ?? "")
+        if let verdict = known.withLock({ $0[key] }) { return verdict }
         guard let verdict = probe(in: folder) else { return nil }
-        known.withLock { $0[device] = verdict }
+        known.withLock { $0[key] = verdict }
         return verdict
     }
 

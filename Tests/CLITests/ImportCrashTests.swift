@@ -123,7 +123,8 @@ import Testing
     ) throws -> Bool? {
         let container = folder + "/crash-\(call)"
         defer { try? FileManager.default.removeItem(atPath: container) }
-        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
+        let made = try InboxProcess.run("--container", container, "init", "--single-host")
+        #expect(made.status == 0, "call \(call): \(made.stderr)")
         let crashed = try InboxProcess.run(
             "--container", container, "import", mbox, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
         guard crashed.status == 128 + SIGKILL else {
