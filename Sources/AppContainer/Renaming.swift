@@ -95,12 +95,28 @@ package func checkedRename(
 
 /// `checkedRename`, returning with the name the status the check read there (the file decided on, just after its
 /// rename), so that a caller need not read it again.
+///
+/// With `privateName`, a file is never moved by `link` and `unlink` of `name` where rename flags are refused (a
+/// writer's file renamed over `name` between the two would be unlinked): it goes through that private name instead,
+/// checked before it is linked into `target` (`checkedMoveThroughPrivateName`, ARCHITECTURE.md, "Moves without rename
+/// flags"), and another file found there throws ESTALE. A local filesystem's `RENAME_NOREPLACE` is used as ever.
 package func checkedRenameWithStatus(
     _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
-    expected: FileID
+    expected: FileID, through privateName: FileName? = nil
 ) throws(Errno) -> (name: FileName, status: FileStatus)? {
-    let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
-        try renameNoReplace(folder, name, target, candidate)
+    if let privateName, RenameFlagSupport.isKnownRefusing(target) {
+        return try checkedMoveThroughPrivateName(
+            name, in: folder, into: target, as: newName, naming: naming, expected: expected, through: privateName)
+    }
+    let moved: FileName
+    do {
+        moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
+            try renameNoReplace(folder, name, target, candidate, linkingFiles: privateName == nil)
+        }
+    } catch .invalidArgument where privateName != nil && RenameFlagSupport.isKnownRefusing(target) {
+        return try checkedMoveThroughPrivateName(
+            name, in: folder, into: target, as: newName, naming: naming, expected: expected,
+            through: privateName.unsafelyUnwrapped)
     }
     let status: FileStatus
     do {
@@ -141,10 +157,12 @@ extension FileDescriptor {
 
     /// `checkedRenameWithStatus` of `name` in this folder.
     package func checkedRenameWithStatus(
-        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
+        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus,
+        through privateName: FileName? = nil
     ) throws(Errno) -> (name: FileName, status: FileStatus)? {
         try AppContainer.checkedRenameWithStatus(
-            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID)
+            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID,
+            through: privateName)
     }
 
     /// `putBack` into this folder.

@@ -68,6 +68,16 @@ extension ArrivalPipeline {
     /// tried again later as this recovery (`Pending.recovering`), and kept in the checkpoint for the next start.
     func finish(_ name: FileName, id: Identity, _ disposition: Disposition, to records: inout EncodedEvents) {
         let unsettled = Pending(identity: id, disposition: disposition, recovering: true)
+        var name = name
+        if disposition == .move {
+            do {
+                name = try putBackPrivateName(name, id: id, to: &records)
+            } catch {
+                fail(during: "look in Documents for", name, error, folder: loggedInbox, to: &records)
+                failed.schedule(name, unsettled)
+                return
+            }
+        }
         let status: FileStatus?
         do {
             // Fresh: a FUSE or NFS client may still give the item the one link it had before a `link` that the
@@ -115,6 +125,14 @@ extension ArrivalPipeline {
         let found: FileName?
         do {
             found = try inbox.find(id, in: documents.descriptor, near: name)
+            // Linked into Documents from its private name (ARCHITECTURE.md, "Moves without rename flags"), which the
+            // crash left on it: unlinked.
+            if let found,
+                try finishInterruptedMove(
+                    inboxFolder.rawValue, Mover.privateName(inode: id.inode), documents.rawValue, found)
+            {
+                try inboxFolder.sync()
+            }
             if let found, status != nil {
                 if try finishInterruptedMove(inboxFolder.rawValue, name, documents.rawValue, found) {
                     try inboxFolder.sync()
@@ -142,6 +160,31 @@ extension ArrivalPipeline {
                 fail(during: "restore the write bit", moved, error, folder: loggedDocuments, to: &records)
             }
         }
+    }
+
+    /// The private name of a move of the item `id` that a crash cut short (ARCHITECTURE.md, "Moves without rename
+    /// flags"): where it holds another file (a writer's, renamed over `name` just before the item's `rename`), that
+    /// file goes back into the Inbox to arrive itself, and the item is an `error`; where it holds the item, not yet in
+    /// Documents, the item goes back (a clash name beside `name` if a new file took it). Returns the name to go on
+    /// with in the Inbox.
+    private func putBackPrivateName(_ name: FileName, id: Identity, to records: inout EncodedEvents) throws(Errno)
+        -> FileName
+    {
+        let privateName = Mover.privateName(inode: id.inode)
+        guard let status = try fileStatusIfPresent(in: inboxFolder.rawValue, privateName, fresh: true) else {
+            return name
+        }
+        if id.isSameFile(as: status) {
+            // Linked into Documents already: the rest of the recovery finds it there and unlinks the private name.
+            guard try inbox.find(id, in: documents.descriptor, near: name) == nil else { return name }
+            let back = try inboxFolder.descriptor.putBack(privateName, from: inboxFolder.rawValue, as: name)
+            try inboxFolder.sync()
+            return back
+        }
+        try inboxFolder.descriptor.putBack(privateName, from: inboxFolder.rawValue, as: name)
+        try inboxFolder.sync()
+        fail(during: "move", name, Errno.staleFile, folder: loggedInbox, to: &records)
+        return name
     }
 
     /// Renames a damaged checkpoint aside (`arrived.checkpoint.damaged`) and logs why.
