@@ -54,7 +54,8 @@ package final class TreeCopy {
                 if let folder = made { try? system_close(folder) }  // the walk did not go into it: gone since
                 made = nil
                 let path = entry.path
-                if mode != .item, path.count == 1, entry.name.string == (mode == .install ? "_CodeSignature" : "inbox") {
+                if mode != .item, path.count == 1, entry.name.string == (mode == .install ? "_CodeSignature" : "inbox")
+                {
                     return .next
                 }
                 do {

@@ -137,6 +137,11 @@ import Testing
                 "call \(call): Documents holds \(names); the log: \(Self.logSummary(container)); \(again.stderr)")
             let visible = try FileManager.default.contentsOfDirectory(atPath: inbox).filter { !$0.hasPrefix(".") }
             #expect(visible.isEmpty, "crash at call \(call): left in the Inbox: \(visible)")
+            // Nor a move's private name, a claim or an aside (ARCHITECTURE.md, "Moves without rename flags").
+            let asides = try FileManager.default.contentsOfDirectory(atPath: inbox).filter {
+                $0.hasPrefix(".inbox-move.") || $0.hasPrefix(".inbox-claim.") || $0.hasPrefix(".inbox-delete.")
+            }
+            #expect(asides.isEmpty, "crash at call \(call): left in the Inbox: \(asides)")
             for kind in ["arrived", "moved"] {
                 let paths = logRecords(container, event: kind).compactMap { ($0["path"] ?? $0["from"]) as? String }
                 #expect(

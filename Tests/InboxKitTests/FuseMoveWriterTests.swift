@@ -161,14 +161,16 @@ import Testing
                 {
                     guard !writer.value, exists(placeholder) else { return }
                     writer.update { $0 = true }
-                    #expect(FileManager.default.createFile(atPath: placeholder + "/writer.txt", contents: Data("w".utf8)))
+                    #expect(
+                        FileManager.default.createFile(atPath: placeholder + "/writer.txt", contents: Data("w".utf8)))
                 }
             ))
         let failure = #expect(throws: ContainerError.self) {
             try plan.run { try setup.inbox.moveToDocuments(try name("d"), reason: "move") }
         }
         #expect(writer.value, "the writer came between the mkdir and the rename")
-        #expect(failure?.cause == .notEmpty && failure?.message.contains("\n") == false, "\(String(describing: failure))")
+        #expect(
+            failure?.cause == .notEmpty && failure?.message.contains("\n") == false, "\(String(describing: failure))")
         let errors = try setup.records(.error)
         #expect(errors.count == 1 && errors.first?.fields["path"] == "Documents/Inbox/d", "\(errors)")
         #expect(try readFile(setup.inboxFolder + "/d/one.txt") == Array("one".utf8), "the item stays")

@@ -194,8 +194,12 @@ import Testing
         #expect(try status(scratch.documentsPath("scans/page.txt")).mode == 0o640 | S_IWUSR)
         #expect(try status(scratch.documentsPath("scans/deep")).mode == 0o750)
         #expect(try readFile(scratch.documentsPath("scans/page.txt")) == Array("page".utf8))
-        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: scratch.documentsPath("scans/link")) == "page.txt")
-        #expect(FileManager.default.createFile(atPath: scratch.documentsPath("scans/deep/shared.txt"), contents: Data("edited".utf8)))
+        #expect(
+            try FileManager.default.destinationOfSymbolicLink(atPath: scratch.documentsPath("scans/link")) == "page.txt"
+        )
+        #expect(
+            FileManager.default.createFile(
+                atPath: scratch.documentsPath("scans/deep/shared.txt"), contents: Data("edited".utf8)))
         #expect(try readFile(scratch.outside("shared.txt")) == Array("outside".utf8), "an edit leaves it as it was")
         #expect(try status(scratch.outside("shared.txt")).linkCount == 1)
         #expect(try scratch.inboxEntries() == [], "no item and no claim left")

@@ -83,6 +83,13 @@ extension Inbox {
     private func settle(
         _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
     ) throws(ContainerError) {
+        do {
+            // A folder's claim cut between the `mkdir` of its placeholder and the `rename` onto it (ARCHITECTURE.md,
+            // "Moves without rename flags"): the folder still has its name, and nothing else was done.
+            if let claim = intent.claim, try removeFolderPlaceholder(in: inboxFolder.rawValue, claim) { return }
+        } catch {
+            throw error.failure("settle the move of", itemPath(intent.name))
+        }
         try refuseUnlessOwn(intent, inboxFolder: inboxFolder)
         do {
             if let claim = intent.claim { try Mover.sweepStaging(for: claim, in: documents.rawValue) }
@@ -106,6 +113,7 @@ extension Inbox {
                 // that the crash cut short (ARCHITECTURE.md, "Moves without rename flags").
                 try Mover.removeFolderStaging(for: claim, in: documents.rawValue)
                 _ = try removeFolderPlaceholders(for: intent.name, in: documents.rawValue, naming: .documents)
+                _ = try removeFolderPlaceholder(in: inboxFolder.rawValue, intent.name)  // an earlier put-back's
                 back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
                 try inboxFolder.sync()
             } catch {
