@@ -67,7 +67,7 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         case .noLocks: hint = " (the filesystem gives no lock here: on NFS, is its lock service running?)"
         case .staleFile: hint = " (another file took its name just before: that file stays in the Inbox)"
         case .notEmpty where doing == "move":
-            hint = " (a file was put into the folder made for it in Documents: left there; the move is tried again)"
+            hint = " (something was put into the folder made for it in Documents, which stays there: try again)"
         case .notSupported:
             // ARCHITECTURE.md, "Network and FUSE filesystems": no move can be made where both are refused.
             hint =

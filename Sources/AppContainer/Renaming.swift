@@ -136,13 +136,27 @@ package func checkedRenameWithStatus(
 /// (`name-1`, …); returns the name it took. `current` must have been moved there from `name`: where a move by `link`
 /// and `unlink` was cut between the two, `current` is a second name of the file still at `name`, and is unlinked
 /// (`finishInterruptedMove`, ARCHITECTURE.md, "Network and FUSE filesystems"), never put back beside it.
+///
+/// Where rename flags and `link` are both refused (rclone: no container lives there, ARCHITECTURE.md, "Moves without
+/// rename flags"), a file taken to a private name goes back by a plain `rename` onto a name found free just before.
 @discardableResult
 package func putBack(_ current: FileName, from source: CInt, into folder: CInt, as name: FileName) throws(Errno)
     -> FileName
 {
     if try finishInterruptedMove(source, current, folder, name) { return name }
+    var linkRefused = false
     return try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
-        try renameNoReplace(source, current, folder, candidate)
+        if linkRefused {
+            guard try fileStatusIfPresent(in: folder, candidate) == nil else { throw Errno.fileExists }
+            return try system_renameat2(source, current, folder, candidate, [])
+        }
+        do throws(Errno) {
+            try renameNoReplace(source, current, folder, candidate)
+        } catch .notSupported where RenameFlagSupport.linkRefusedOn != nil {
+            linkRefused = true
+            guard try fileStatusIfPresent(in: folder, candidate) == nil else { throw Errno.fileExists }
+            try system_renameat2(source, current, folder, candidate, [])
+        }
     }
 }
 

@@ -231,11 +231,11 @@ package struct Mover {
         }
         let linked: FileName
         do throws(Errno) {
-            let copied = { (candidate: FileName) throws(Errno) in try journal.note("try", candidate, in: record) }
+            let noting = { (candidate: FileName) throws(Errno) in try journal.note("try", candidate, in: record) }
             if expected.kind == .directory {
-                linked = try copyFolder(claim, as: name, trying: copied)
+                linked = try copyFolder(claim, as: name, trying: noting)
             } else {
-                linked = try copyFile(claim, as: name, trying: copied)
+                linked = try copyFile(claim, as: name, trying: noting)
             }
             do throws(Errno) {
                 try journal.note("linked", linked, in: record)
