@@ -52,7 +52,8 @@ package func privateMoveName(_ id: String) -> FileName {
 /// names, so that recovery finds it), a fresh look that it holds the file `expected` (else a writer replaced the item
 /// just before: what is there goes back to `name`, a clash name beside it if that is taken, and the call throws
 /// ESTALE), then `link` to the first free name in `target` and `unlink` of the private name (`renameNoReplace`'s
-/// fallback, so that EEXIST on the source's own inode is success). A `rename` that answers ENOENT is success when the
+/// fallback, so that EEXIST on the source's own inode is success); where the new name is the private name itself (a
+/// copy's claim), the check ends the move. A `rename` that answers ENOENT is success when the
 /// private name holds the item. Any other failure puts the private name back first.
 func checkedMoveThroughPrivateName(
     _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName?, naming: ClashNaming,
@@ -78,6 +79,8 @@ func checkedMoveThroughPrivateName(
         try putBack(privateName, from: folder, into: folder, as: name)
         throw Errno.staleFile
     }
+    // A claim (a copy's, in the same folder) is the private name itself: nothing more to move.
+    if (newName ?? name) == privateName, folder == target { return (privateName, status) }
     do {
         let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
             try renameNoReplace(folder, privateName, target, candidate)

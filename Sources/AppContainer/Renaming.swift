@@ -161,12 +161,14 @@ package func putBack(_ current: FileName, from source: CInt, into folder: CInt, 
 }
 
 extension FileDescriptor {
-    /// `checkedRename` of `name` in this folder.
+    /// `checkedRename` of `name` in this folder (through `privateName`: `checkedRenameWithStatus`).
     package func checkedRename(
-        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
+        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus,
+        through privateName: FileName? = nil
     ) throws(Errno) -> FileName? {
-        try AppContainer.checkedRename(
-            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID)
+        try AppContainer.checkedRenameWithStatus(
+            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID,
+            through: privateName)?.name
     }
 
     /// `checkedRenameWithStatus` of `name` in this folder.

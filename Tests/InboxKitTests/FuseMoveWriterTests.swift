@@ -142,6 +142,47 @@ import Testing
         #expect(try setup.privateNames().isEmpty)
     }
 
+    /// A file with a hard link outside is copied (`Mover.copy`), claimed first: a plain `rename` to its claim, never
+    /// a `link` and `unlink` of the Inbox name. A writer's rename over the name before the claim, or after it, keeps
+    /// the writer's file; the item is an `error` or `moved`, the file outside as it was.
+    @Test(arguments: [false, true])
+    func aWritersRenameAroundAHardLinkedItemsClaimKeepsTheWritersFile(beforeTheClaim: Bool) throws {
+        let mount = try FuseMount()
+        let setup = try Setup(mount)
+        #expect(link(setup.inboxFolder + "/item.txt", mount.backing + "/outside.txt") == 0)
+        let claimed: @Sendable (Setup) -> Bool = { setup in
+            ((try? FileManager.default.contentsOfDirectory(atPath: setup.inboxFolder)) ?? []).contains {
+                $0.hasPrefix(".inbox-claim.")
+            }
+        }
+        let plan =
+            beforeTheClaim
+            ? SyscallFaultPlan(before: ("renameat2", setup.writer(when: { _ in true })))
+            : SyscallFaultPlan(before: ("unlinkat", setup.writer(when: claimed)))
+        let itemName = try name("item.txt")
+        let moved = Result { try plan.run { try setup.inbox.moveToDocuments(itemName, reason: "move") } }
+        #expect(try setup.holding("the writer's") == ["Inbox/item.txt"], "the writer's file, once")
+        #expect(FileManager.default.contents(atPath: mount.backing + "/outside.txt") == Data("the item".utf8))
+        if beforeTheClaim {
+            guard case .failure(let failure) = moved, let failure = failure as? ContainerError else {
+                Issue.record("moved the writer's file")
+                return
+            }
+            #expect(failure.cause == .staleFile, "\(failure)")
+            #expect(try setup.holding("the item").isEmpty)
+            #expect(try setup.records(.error).count == 1)
+        } else {
+            #expect(throws: Never.self) { try moved.get() }
+            #expect(try setup.holding("the item") == ["item.txt"])
+            #expect(try setup.records(.moved).count == 1)
+        }
+        let hidden = try FileManager.default.contentsOfDirectory(atPath: setup.inboxFolder).filter {
+            $0.hasPrefix(".inbox-")
+        }
+        #expect(hidden.isEmpty, "\(hidden)")
+        #expect(try MoveJournal(container: setup.inbox.container).entriesLeft().isEmpty)
+    }
+
     /// A folder moves by `mkdir` of a placeholder (mode 0) and a `rename` onto it; a writer (root enters a folder of
     /// mode 0) that puts a file into the placeholder in between makes the rename fail: the placeholder becomes a
     /// folder of the item's mode, the writer's file in it, the item stays, an `error` says why, and the next try

@@ -90,7 +90,7 @@ extension Inbox {
         } catch {
             throw error.failure("settle the move of", itemPath(intent.name))
         }
-        try refuseUnlessOwn(intent, inboxFolder: inboxFolder)
+        if try refuseUnlessOwn(intent, inboxFolder: inboxFolder, documents: documents) { return }
         do {
             if let claim = intent.claim { try Mover.sweepStaging(for: claim, in: documents.rawValue) }
         } catch {
@@ -204,25 +204,30 @@ extension Inbox {
 
     /// An intent is acted on only if a mover of ours could have written it: its claim is a claim name, and the
     /// claimed file is the item it names (device and inode). Anything else (a crafted or foreign intent, as a
-    /// restored archive could hold) would make recovery unlink or rename a file it never claimed.
-    private func refuseUnlessOwn(_ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor)
-        throws(ContainerError)
-    {
-        guard let claim = intent.claim else { return }
+    /// restored archive could hold) would make recovery unlink or rename a file it never claimed. But a file's claim
+    /// is made by a plain `rename` where rename flags are refused (ARCHITECTURE.md, "Moves without rename flags"): a
+    /// plain file found there instead of the item took the item's name just before the claim, and goes back into the
+    /// Inbox to arrive itself (`putBackPrivateName`: the item is an `error`). Returns whether that settled the intent.
+    private func refuseUnlessOwn(
+        _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
+    ) throws(ContainerError) -> Bool {
+        guard let claim = intent.claim else { return false }
         let shown = "the move journal intent for '\(itemPath(intent.name))'"
         guard claim.bytes.starts(with: Mover.claimPrefix), !claim.bytes.contains(0x2F) else {
             throw ContainerError(.badData, "\(shown) claims '\(claim)', which no mover names a claim: not acted on")
         }
-        guard let identity = intent.identity else { return }
+        guard let identity = intent.identity else { return false }
         let status: FileStatus?
         do {
-            status = try fileStatusIfPresent(in: inboxFolder.rawValue, claim)
+            status = try fileStatusIfPresent(in: inboxFolder.rawValue, claim, fresh: true)
         } catch {
             throw error.failure("settle the move of", itemPath(intent.name))
         }
-        if let status, !identity.isSameFile(as: status) {
+        guard let status, !identity.isSameFile(as: status) else { return false }
+        guard status.kind == .regular, status.linkCount == 1 else {
             throw ContainerError(.badData, "\(shown) claims '\(claim)', which is another file: not acted on")
         }
+        return try putBackPrivateName(claim, intent, identity, inboxFolder: inboxFolder, documents: documents)
     }
 
     /// Whether `name` is in `folder`; a failure to tell leaves the intent for the next try.

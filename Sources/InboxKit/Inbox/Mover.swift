@@ -219,8 +219,11 @@ package struct Mover {
         let folder = inboxFolder.rawValue
         let claimed: FileName?
         do {
+            // A file's claim is its private name where rename flags are refused (ARCHITECTURE.md, "Moves without
+            // rename flags"): a plain `rename`, never a `link` and `unlink` of the Inbox name.
             claimed = try inboxFolder.descriptor.checkedRename(
-                name, into: folder, as: claim, naming: .inbox, expected: expected)
+                name, into: folder, as: claim, naming: .inbox, expected: expected,
+                through: expected.kind == .directory ? nil : claim)
         } catch {
             if intent == nil { try journal.end(record) }
             throw error
