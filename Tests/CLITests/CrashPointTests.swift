@@ -42,6 +42,16 @@ import Testing
         return path
     }
 
+    /// `roundFolder` with a container made in it (`init`): the round's folder and the container's path.
+    static func roundContainer(_ folder: TemporaryFolder, on mount: FuseMount?, _ call: Int) throws
+        -> (base: String, container: String)
+    {
+        let base = try roundFolder(folder, on: mount, call)
+        let container = base + "/container"
+        #expect(try InboxProcess.run("--container", container, "init").status == 0)
+        return (base, container)
+    }
+
     /// Writes `contents` at `path`, making its folders.
     static func write(_ path: String, _ contents: String) throws {
         try FileManager.default.createDirectory(
@@ -57,10 +67,8 @@ import Testing
         let label = (hardLinked ? "inbox move (copy)" : "inbox move (rename)") + (onFuse ? " on bindfs" : "")
         let points = try Self.everyCrashPoint(label) { call in
             let folder = try TemporaryFolder()
-            let base = try Self.roundFolder(folder, on: mount, call)
+            let (base, container) = try Self.roundContainer(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
-            let container = base + "/container"
-            #expect(try InboxProcess.run("--container", container, "init").status == 0)
             let source = try folder.file("item.pdf", bytes)
             #expect(try InboxProcess.run("--container", container, "deliver", source).status == 0)
             if hardLinked { #expect(link(container + "/Documents/Inbox/item.pdf", base + "/other.pdf") == 0) }
@@ -93,10 +101,8 @@ import Testing
         let points = try Self.everyCrashPoint("inbox watch --once --on-arrival move" + (onFuse ? " on bindfs" : "")) {
             call in
             let folder = try TemporaryFolder()
-            let base = try Self.roundFolder(folder, on: mount, call)
+            let (base, container) = try Self.roundContainer(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
-            let container = base + "/container"
-            #expect(try InboxProcess.run("--container", container, "init").status == 0)
             let inbox = container + "/Documents/Inbox"
             #expect(
                 try InboxProcess.run("--container", container, "deliver", folder.file("a.txt", files["a.txt"]!)).status

@@ -145,10 +145,8 @@ import Testing
         let label = "inbox move (folder holding a hard link)" + (onFuse ? " on bindfs" : "")
         let points = try CrashPointTests.everyCrashPoint(label) { call in
             let folder = try TemporaryFolder()
-            let base = try CrashPointTests.roundFolder(folder, on: mount, call)
+            let (base, container) = try CrashPointTests.roundContainer(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
-            let container = base + "/container"
-            #expect(try InboxProcess.run("--container", container, "init").status == 0)
             try CrashPointTests.write(container + "/Documents/Inbox/d/one.txt", "one")
             try CrashPointTests.write(container + "/Documents/Inbox/d/deep/two.txt", "two")
             try CrashPointTests.write(base + "/other.txt", "shared")
