@@ -223,4 +223,39 @@ import Testing
         #expect(try readFile(setup.documents + "/d 2/one.txt") == Array("one".utf8))
         #expect(try readFile(placeholder + "/writer.txt") == Array("w".utf8))
     }
+
+    /// The same for the watcher: the failure is an `error` record and its disposition stays pending (`watch --once`
+    /// ends with it); the next run tries it again, without a second `arrived`, and the folder takes the next name.
+    @Test func aFileWrittenIntoAFoldersPlaceholderIsAnErrorAndTheWatchersRetryMovesIt() throws {
+        let mount = try FuseMount()
+        let setup = try Setup(mount)
+        let item = setup.inbox.container.path(.inbox) + "/d"
+        try FileManager.default.createDirectory(atPath: item, withIntermediateDirectories: false)
+        try makeFile(item + "/one.txt", Array("one".utf8))
+        let placeholder = setup.documents + "/d"
+        let writer = Guarded(false)
+        let plan = SyscallFaultPlan(
+            before: (
+                "renameat2",
+                {
+                    guard !writer.value, exists(placeholder) else { return }
+                    writer.update { $0 = true }
+                    #expect(FileManager.default.createFile(atPath: placeholder + "/writer.txt", contents: Data()))
+                }
+            ))
+        let failure = #expect(throws: ContainerError.self) { try setup.watchOnce(plan) }
+        #expect(failure?.cause == .notEmpty, "\(String(describing: failure))")
+        let errors = try setup.records(.error).filter { $0.fields["path"] == "Documents/Inbox/d" }
+        #expect(errors.count == 1 && errors.first?.fields["during"] == "move", "\(errors)")
+        #expect(try readFile(setup.inboxFolder + "/d/one.txt") == Array("one".utf8), "the item stays")
+        #expect(try status(placeholder).mode == 0o755)
+
+        try setup.watchOnce(SyscallFaultPlan())
+        #expect(try readFile(setup.documents + "/d 2/one.txt") == Array("one".utf8))
+        #expect(exists(placeholder + "/writer.txt"))
+        let moved = try setup.records(.moved).filter { $0.fields["from"] == "Documents/Inbox/d" }
+        #expect(moved.map { $0.fields["to"] } == ["Documents/d 2"])
+        let arrived = try setup.records(.arrived).filter { $0.fields["path"] == "Documents/Inbox/d" }
+        #expect(arrived.count == 1)
+    }
 }
