@@ -60,6 +60,32 @@ import Testing
             try FileManager.default.contentsOfDirectory(atPath: inboxFolder).filter { $0.hasPrefix(".inbox-move.") }
         }
 
+        /// The folder item `d` (`one.txt` in it, of mode `mode`), and a plan whose writer puts `writer.txt` ("w")
+        /// into the placeholder the fallback makes for it in Documents, before the `rename` onto it; `writer` says
+        /// whether it came.
+        func folderItemAndPlaceholderWriter(mode: mode_t) throws
+            -> (placeholder: String, writer: Guarded<Bool>, plan: SyscallFaultPlan)
+        {
+            let item = inbox.container.path(.inbox) + "/d"
+            try FileManager.default.createDirectory(atPath: item, withIntermediateDirectories: false)
+            try makeFile(item + "/one.txt", Array("one".utf8))
+            #expect(chmod(item, mode) == 0)
+            let placeholder = documents + "/d"
+            let writer = Guarded(false)
+            let plan = SyscallFaultPlan(
+                before: (
+                    "renameat2",
+                    {
+                        guard !writer.value, exists(placeholder) else { return }
+                        writer.update { $0 = true }
+                        #expect(
+                            FileManager.default.createFile(
+                                atPath: placeholder + "/writer.txt", contents: Data("w".utf8)))
+                    }
+                ))
+            return (placeholder, writer, plan)
+        }
+
         func records(_ kind: EventKind) throws -> [EventRecord] { try inbox.log.records(kinds: [kind]) }
 
         /// A watcher's run (`--once`, moving what arrives) under `plan`, polling quickly.
@@ -190,22 +216,7 @@ import Testing
     @Test func aFileWrittenIntoAFoldersPlaceholderFailsTheMoveWithAnErrorAndTheRetryMovesIt() throws {
         let mount = try FuseMount()
         let setup = try Setup(mount)
-        let item = setup.inbox.container.path(.inbox) + "/d"
-        try FileManager.default.createDirectory(atPath: item, withIntermediateDirectories: false)
-        try makeFile(item + "/one.txt", Array("one".utf8))
-        #expect(chmod(item, 0o750) == 0)
-        let placeholder = setup.documents + "/d"
-        let writer = Guarded(false)
-        let plan = SyscallFaultPlan(
-            before: (
-                "renameat2",
-                {
-                    guard !writer.value, exists(placeholder) else { return }
-                    writer.update { $0 = true }
-                    #expect(
-                        FileManager.default.createFile(atPath: placeholder + "/writer.txt", contents: Data("w".utf8)))
-                }
-            ))
+        let (placeholder, writer, plan) = try setup.folderItemAndPlaceholderWriter(mode: 0o750)
         let failure = #expect(throws: ContainerError.self) {
             try plan.run { try setup.inbox.moveToDocuments(try name("d"), reason: "move") }
         }
@@ -229,20 +240,7 @@ import Testing
     @Test func aFileWrittenIntoAFoldersPlaceholderIsAnErrorAndTheWatchersRetryMovesIt() throws {
         let mount = try FuseMount()
         let setup = try Setup(mount)
-        let item = setup.inbox.container.path(.inbox) + "/d"
-        try FileManager.default.createDirectory(atPath: item, withIntermediateDirectories: false)
-        try makeFile(item + "/one.txt", Array("one".utf8))
-        let placeholder = setup.documents + "/d"
-        let writer = Guarded(false)
-        let plan = SyscallFaultPlan(
-            before: (
-                "renameat2",
-                {
-                    guard !writer.value, exists(placeholder) else { return }
-                    writer.update { $0 = true }
-                    #expect(FileManager.default.createFile(atPath: placeholder + "/writer.txt", contents: Data()))
-                }
-            ))
+        let (placeholder, _, plan) = try setup.folderItemAndPlaceholderWriter(mode: 0o755)
         let failure = #expect(throws: ContainerError.self) { try setup.watchOnce(plan) }
         #expect(failure?.cause == .notEmpty, "\(String(describing: failure))")
         let errors = try setup.records(.error).filter { $0.fields["path"] == "Documents/Inbox/d" }
