@@ -1,9 +1,10 @@
 import Glibc
 
 /// Copies a folder tree into another, never following a symbolic link: a bundle into its staging folder
-/// (`.install`), or the bundle's templates into Application Support (`.templates`).
-final class TreeCopy {
-    enum Mode {
+/// (`.install`), the bundle's templates into Application Support (`.templates`), or a folder item into its
+/// staging folder in Documents (`.item`: the mover's copy, ARCHITECTURE.md, "One mover").
+package final class TreeCopy {
+    package enum Mode {
         /// Into a new, private folder: every file is created, `_CodeSignature` at the top is left out, a name
         /// that is not UTF-8 or a special file is refused. Links are copied as they are, and checked as the copy is sealed.
         case install
@@ -11,6 +12,9 @@ final class TreeCopy {
         /// unnamed file given its name when complete), files get their owner's write bit, links are copied only
         /// when they stay inside the source, special files and `inbox` at the top are left out.
         case templates
+        /// Into a new, private folder, as `.install`, but whole: every name and mode kept (with the owner's write
+        /// bit, as a moved file gets back), nothing left out; a special file is refused.
+        case item
     }
 
     let mode: Mode
@@ -25,7 +29,7 @@ final class TreeCopy {
     /// The target folders where files were staged, and abandoned staging names swept.
     private var swept: Set<FileID> = []
 
-    init(mode: Mode, shown: String, shouldContinue: @escaping () -> Bool = { true }) {
+    package init(mode: Mode, shown: String, shouldContinue: @escaping () -> Bool = { true }) {
         self.mode = mode
         self.shown = shown
         self.shouldContinue = shouldContinue
@@ -33,7 +37,9 @@ final class TreeCopy {
 
     /// Copies `source` into `target` with the bundle's walk (ARCHITECTURE.md, "Walks and removal"): each folder
     /// made and entered in both trees at once, its target open while its entries are copied.
-    func copy(_ source: borrowing FileDescriptor, into target: borrowing FileDescriptor) throws(ContainerError) {
+    package func copy(_ source: borrowing FileDescriptor, into target: borrowing FileDescriptor)
+        throws(ContainerError)
+    {
         let root = source.rawValue
         // The open target folders, the innermost last; `made` is a folder made and not yet entered.
         var targets: [CInt] = [target.rawValue]
@@ -48,7 +54,8 @@ final class TreeCopy {
                 if let folder = made { try? system_close(folder) }  // the walk did not go into it: gone since
                 made = nil
                 let path = entry.path
-                if path.count == 1 && entry.name.string == (mode == .install ? "_CodeSignature" : "inbox") {
+                if mode != .item, path.count == 1, entry.name.string == (mode == .install ? "_CodeSignature" : "inbox")
+                {
                     return .next
                 }
                 do {
@@ -79,7 +86,13 @@ final class TreeCopy {
         switch status.kind {
         case .directory:
             do {
-                try system_mkdirat(target, name, mode: mode == .install ? 0o700 : 0o755)
+                let folderMode: mode_t =
+                    switch mode {
+                    case .install: 0o700
+                    case .templates: 0o755
+                    case .item: status.mode & 0o7777 | S_IRWXU
+                    }
+                try system_mkdirat(target, name, mode: folderMode)
             } catch {
                 guard error == .fileExists, mode == .templates else { throw error }
             }
@@ -120,9 +133,10 @@ final class TreeCopy {
                 kept += 1
             }
         default:
-            guard mode == .install else { return nil }
+            guard mode != .templates else { return nil }
+            let holder = mode == .install ? "a bundle" : "a folder moved by a copy"
             throw ContainerError(
-                .refused, "'\(shownEntry)' is not a file, folder or link: a bundle holds nothing else")
+                .refused, "'\(shownEntry)' is not a file, folder or link: \(holder) holds nothing else")
         }
         return nil
     }
@@ -134,7 +148,8 @@ final class TreeCopy {
         guard mode == .templates else {
             let output = try FileDescriptor(
                 at: target, name, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600)
-            try Self.fill(output, from: input, mode: 0o600 | (status.mode & 0o111), times: status)
+            let kept = mode == .item ? status.mode & 0o7777 | S_IWUSR : 0o600 | (status.mode & 0o111)
+            try Self.fill(output, from: input, mode: kept, times: status)
             copied += 1
             return
         }

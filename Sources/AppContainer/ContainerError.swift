@@ -65,6 +65,9 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         case .tooManySymbolicLinks: hint = " (a symbolic link is never followed)"
         case .noSpace, .quotaExceeded: hint = " (free some space and try again)"
         case .noLocks: hint = " (the filesystem gives no lock here: on NFS, is its lock service running?)"
+        case .staleFile: hint = " (another file took its name just before: that file stays in the Inbox)"
+        case .notEmpty where doing == "move":
+            hint = " (something was put into the folder made for it in Documents, which stays there: try again)"
         case .notSupported:
             // ARCHITECTURE.md, "Network and FUSE filesystems": no move can be made where both are refused.
             hint =

@@ -5,16 +5,20 @@ import Synchronization
 /// `RENAME_NOREPLACE`, or, on a filesystem that refuses rename flags (NFS, SMB, most FUSE filesystems answer
 /// EINVAL), the same move made without them:
 /// - a file (or symbolic link): `link` to the new name, then `unlink` of the old; EEXIST from `link` is success
-///   when the new name holds the old one's inode (NFS can answer so to a LINK it retransmitted);
+///   when the new name holds the old one's inode (NFS can answer so to a LINK it retransmitted). With
+///   `linkingFiles` false, a file is not moved so: the call throws EINVAL, the device noted as refusing, for the
+///   caller to move it through a private name (`checkedRename`, ARCHITECTURE.md, "Moves without rename flags");
 /// - a folder: `mkdir` of the new name (mode 0: a placeholder, told from a user's folder by
 ///   `removeFolderPlaceholder`), then a plain `rename` onto that empty folder, which fails rather than replace once
-///   anything is in it.
+///   anything is in it. A placeholder something was put into meanwhile gets the folder's mode and stays, and the
+///   move fails with ENOTEMPTY.
 /// Throws EEXIST when the new name is taken, EOPNOTSUPP when the filesystem refuses `link` too (rclone), and every
 /// other failure of the calls. The fallback is not atomic: a crash between `link` and `unlink` leaves both names on
 /// one inode, and each caller's recovery finishes such a move. Which filesystems refuse the flags is remembered
 /// per device, found out once.
 package func renameNoReplace(
-    _ fromDirectory: CInt, _ from: some CStringConvertible, _ toDirectory: CInt, _ to: some CStringConvertible
+    _ fromDirectory: CInt, _ from: some CStringConvertible, _ toDirectory: CInt, _ to: some CStringConvertible,
+    linkingFiles: Bool = true
 ) throws(Errno) {
     let device = RenameFlagSupport.refusingDevice(of: toDirectory)
     if device == nil {
@@ -25,8 +29,67 @@ package func renameNoReplace(
             // Refused flags, or a move the rename itself forbids (a folder into itself): the fallback tells.
         }
     }
+    if !linkingFiles, FileStatus(try system_lstatat(fromDirectory, from)).kind != .directory {
+        RenameFlagSupport.remember(toDirectory)
+        throw Errno.invalidArgument
+    }
     try moveWithoutFlags(fromDirectory, from, toDirectory, to)
     if device == nil { RenameFlagSupport.remember(toDirectory) }
+}
+
+/// The prefix of the private name a file moved out of a folder where rename flags are refused holds between its
+/// plain `rename` and its `link` to the target (ARCHITECTURE.md, "Moves without rename flags"): `.inbox-move.`, then
+/// the mover's record's id. Hidden, so no watcher, sweep, count or backup takes it for an item.
+package let privateMovePrefix = Array(".inbox-move.".utf8)
+
+/// `.inbox-move.<id>`: the private name of the move whose durable record has the id `id` (letters, digits, `-`).
+package func privateMoveName(_ id: String) -> FileName {
+    FileName(bytes: privateMovePrefix + Array(id.utf8)).unsafelyUnwrapped
+}
+
+/// `checkedRename` where rename flags are refused, for a file (ARCHITECTURE.md, "Moves without rename flags"): a
+/// plain `rename` of `name` to `privateName` in `folder` (a name no other mover uses, which the caller's durable record
+/// names, so that recovery finds it), a fresh look that it holds the file `expected` (else a writer replaced the item
+/// just before: what is there goes back to `name`, a clash name beside it if that is taken, and the call throws
+/// ESTALE), then `link` to the first free name in `target` and `unlink` of the private name (`renameNoReplace`'s
+/// fallback, so that EEXIST on the source's own inode is success); where the new name is the private name itself (a
+/// copy's claim), the check ends the move. A `rename` that answers ENOENT is success when the
+/// private name holds the item. Any other failure puts the private name back first.
+func checkedMoveThroughPrivateName(
+    _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName?, naming: ClashNaming,
+    expected: FileID, through privateName: FileName
+) throws(Errno) -> (name: FileName, status: FileStatus) {
+    do {
+        try system_renameat2(folder, name, folder, privateName, [])
+    } catch .noSuchFile {
+        // Gone, or renamed all the same (NFS answers a retransmitted RENAME so).
+        guard try fileStatusIfPresent(in: folder, privateName, fresh: true)?.fileID == expected else {
+            throw Errno.noSuchFile
+        }
+    }
+    let status: FileStatus
+    do {
+        status = try fileStatus(in: folder, privateName, fresh: true)
+    } catch {
+        try putBack(privateName, from: folder, into: folder, as: name)
+        throw error
+    }
+    guard status.fileID == expected else {
+        // A writer renamed another file over `name` just before: it goes back, to arrive itself.
+        try putBack(privateName, from: folder, into: folder, as: name)
+        throw Errno.staleFile
+    }
+    // A claim (a copy's, in the same folder) is the private name itself: nothing more to move.
+    if (newName ?? name) == privateName, folder == target { return (privateName, status) }
+    do {
+        let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
+            try renameNoReplace(folder, privateName, target, candidate)
+        }
+        return (moved, status)
+    } catch {
+        try putBack(privateName, from: folder, into: folder, as: name)
+        throw error
+    }
 }
 
 /// Finishes a move that `renameNoReplace`'s fallback left half done (ARCHITECTURE.md, "Network and FUSE
@@ -109,7 +172,14 @@ private func moveWithoutFlags(
         do {
             try system_renameat2(fromDirectory, from, toDirectory, to, [])
         } catch {
-            try system_unlinkat(toDirectory, to, removeDirectory: true)
+            do {
+                try system_unlinkat(toDirectory, to, removeDirectory: true)
+            } catch .notEmpty, .fileExists {
+                // A writer put something into the placeholder (root enters a folder of mode 0): it becomes a
+                // folder of the item's mode, what was put there reachable; the item stays, and the move fails.
+                try system_fchmodat(toDirectory, to, source.mode & 0o7777)
+                throw Errno.notEmpty
+            }
             // rclone refuses a rename onto a folder, even an empty one it just made.
             if error == .fileExists, RenameFlagSupport.isRclone(toDirectory) { throw refusedLink(toDirectory) }
             throw error == .notEmpty ? Errno.fileExists : error

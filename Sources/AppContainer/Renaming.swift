@@ -95,12 +95,28 @@ package func checkedRename(
 
 /// `checkedRename`, returning with the name the status the check read there (the file decided on, just after its
 /// rename), so that a caller need not read it again.
+///
+/// With `privateName`, a file is never moved by `link` and `unlink` of `name` where rename flags are refused (a
+/// writer's file renamed over `name` between the two would be unlinked): it goes through that private name instead,
+/// checked before it is linked into `target` (`checkedMoveThroughPrivateName`, ARCHITECTURE.md, "Moves without rename
+/// flags"), and another file found there throws ESTALE. A local filesystem's `RENAME_NOREPLACE` is used as ever.
 package func checkedRenameWithStatus(
     _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
-    expected: FileID
+    expected: FileID, through privateName: FileName? = nil
 ) throws(Errno) -> (name: FileName, status: FileStatus)? {
-    let moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
-        try renameNoReplace(folder, name, target, candidate)
+    if let privateName, RenameFlagSupport.isKnownRefusing(target) {
+        return try checkedMoveThroughPrivateName(
+            name, in: folder, into: target, as: newName, naming: naming, expected: expected, through: privateName)
+    }
+    let moved: FileName
+    do {
+        moved = try naming.firstFree(for: newName ?? name) { candidate throws(Errno) in
+            try renameNoReplace(folder, name, target, candidate, linkingFiles: privateName == nil)
+        }
+    } catch .invalidArgument where privateName != nil && RenameFlagSupport.isKnownRefusing(target) {
+        return try checkedMoveThroughPrivateName(
+            name, in: folder, into: target, as: newName, naming: naming, expected: expected,
+            through: privateName.unsafelyUnwrapped)
     }
     let status: FileStatus
     do {
@@ -120,31 +136,49 @@ package func checkedRenameWithStatus(
 /// (`name-1`, …); returns the name it took. `current` must have been moved there from `name`: where a move by `link`
 /// and `unlink` was cut between the two, `current` is a second name of the file still at `name`, and is unlinked
 /// (`finishInterruptedMove`, ARCHITECTURE.md, "Network and FUSE filesystems"), never put back beside it.
+///
+/// Where rename flags and `link` are both refused (rclone: no container lives there, ARCHITECTURE.md, "Moves without
+/// rename flags"), a file taken to a private name goes back by a plain `rename` onto a name found free just before.
 @discardableResult
 package func putBack(_ current: FileName, from source: CInt, into folder: CInt, as name: FileName) throws(Errno)
     -> FileName
 {
     if try finishInterruptedMove(source, current, folder, name) { return name }
+    var linkRefused = false
     return try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
-        try renameNoReplace(source, current, folder, candidate)
+        if linkRefused {
+            guard try fileStatusIfPresent(in: folder, candidate) == nil else { throw Errno.fileExists }
+            return try system_renameat2(source, current, folder, candidate, [])
+        }
+        do throws(Errno) {
+            try renameNoReplace(source, current, folder, candidate)
+        } catch .notSupported where RenameFlagSupport.linkRefusedOn != nil {
+            linkRefused = true
+            guard try fileStatusIfPresent(in: folder, candidate) == nil else { throw Errno.fileExists }
+            try system_renameat2(source, current, folder, candidate, [])
+        }
     }
 }
 
 extension FileDescriptor {
-    /// `checkedRename` of `name` in this folder.
+    /// `checkedRename` of `name` in this folder (through `privateName`: `checkedRenameWithStatus`).
     package func checkedRename(
-        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
+        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus,
+        through privateName: FileName? = nil
     ) throws(Errno) -> FileName? {
-        try AppContainer.checkedRename(
-            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID)
+        try AppContainer.checkedRenameWithStatus(
+            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID,
+            through: privateName)?.name
     }
 
     /// `checkedRenameWithStatus` of `name` in this folder.
     package func checkedRenameWithStatus(
-        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus
+        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus,
+        through privateName: FileName? = nil
     ) throws(Errno) -> (name: FileName, status: FileStatus)? {
         try AppContainer.checkedRenameWithStatus(
-            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID)
+            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID,
+            through: privateName)
     }
 
     /// `putBack` into this folder.

@@ -29,6 +29,9 @@ import Synchronization
         package let threaded: Bool
         /// The name of the threads whose calls are counted (as `startDetachedThread` named them); nil: every thread's.
         package let lane: String?
+        /// Run before each call of the wrapper `name`, uncounted: what another process does at that moment (a writer
+        /// that renames a file over a name between two calls). It must make its own calls without the wrappers.
+        package let before: (name: String, run: @Sendable () -> Void)?
 
         private struct Counts {
             var forced = false
@@ -47,7 +50,7 @@ import Synchronization
             failing: Int? = nil, only: String? = nil, with error: Errno = .ioError,
             forcing: (name: String, error: Errno)? = nil, crashing: Bool = false,
             also: (name: String, call: Int, error: Errno)? = nil, inherited: Bool = false, threaded: Bool = false,
-            lane: String? = nil
+            lane: String? = nil, before: (name: String, run: @Sendable () -> Void)? = nil
         ) {
             self.failing = failing
             self.only = only
@@ -58,6 +61,7 @@ import Synchronization
             self.inherited = inherited || threaded
             self.threaded = threaded
             self.lane = lane
+            self.before = before
         }
 
         /// Whether a plan in force on the calling thread has the watcher's worker threads run their jobs inline, on
@@ -97,6 +101,7 @@ import Synchronization
         fileprivate func next(_ name: StaticString) -> Errno? {
             if let lane, Self.threadName() != lane { return nil }
             let name = name.description
+            if let before, before.name == name { before.run() }
             let (fault, crash) = counts.withLock { counts -> (Errno?, Bool) in
                 if let forcing, !counts.forced, forcing.name == name {
                     counts.forced = true

@@ -176,6 +176,15 @@ package func system_fchmod(_ fd: CInt, _ mode: mode_t) throws(Errno) {
     _ = try valueOrErrno("fchmod") { fchmod(fd, mode) }
 }
 
+/// `fchmodat` without flags (Linux has no `AT_SYMLINK_NOFOLLOW` for it): for a folder the caller made, which a mode
+/// of 0 keeps it from opening.
+@inline(never)
+package func system_fchmodat(_ directory: CInt, _ path: some CStringConvertible, _ mode: mode_t) throws(Errno) {
+    try withCPath(path) { path throws(Errno) in
+        _ = try valueOrErrno("fchmodat") { fchmodat(directory, path, mode, 0) }
+    }
+}
+
 @inline(never)
 package func system_ftruncate(_ fd: CInt, _ length: Int64) throws(Errno) {
     _ = try valueOrErrno("ftruncate") { ftruncate(fd, off_t(length)) }

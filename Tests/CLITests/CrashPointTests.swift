@@ -42,6 +42,16 @@ import Testing
         return path
     }
 
+    /// `roundFolder` with a container made in it (`init`): the round's folder and the container's path.
+    static func roundContainer(_ folder: TemporaryFolder, on mount: FuseMount?, _ call: Int) throws
+        -> (base: String, container: String)
+    {
+        let base = try roundFolder(folder, on: mount, call)
+        let container = base + "/container"
+        #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
+        return (base, container)
+    }
+
     /// Writes `contents` at `path`, making its folders.
     static func write(_ path: String, _ contents: String) throws {
         try FileManager.default.createDirectory(
@@ -57,10 +67,8 @@ import Testing
         let label = (hardLinked ? "inbox move (copy)" : "inbox move (rename)") + (onFuse ? " on bindfs" : "")
         let points = try Self.everyCrashPoint(label) { call in
             let folder = try TemporaryFolder()
-            let base = try Self.roundFolder(folder, on: mount, call)
+            let (base, container) = try Self.roundContainer(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
-            let container = base + "/container"
-            #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
             let source = try folder.file("item.pdf", bytes)
             #expect(try InboxProcess.run("--container", container, "deliver", source).status == 0)
             if hardLinked { #expect(link(container + "/Documents/Inbox/item.pdf", base + "/other.pdf") == 0) }
@@ -93,10 +101,8 @@ import Testing
         let points = try Self.everyCrashPoint("inbox watch --once --on-arrival move" + (onFuse ? " on bindfs" : "")) {
             call in
             let folder = try TemporaryFolder()
-            let base = try Self.roundFolder(folder, on: mount, call)
+            let (base, container) = try Self.roundContainer(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
-            let container = base + "/container"
-            #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
             let inbox = container + "/Documents/Inbox"
             #expect(
                 try InboxProcess.run("--container", container, "deliver", folder.file("a.txt", files["a.txt"]!)).status
@@ -137,6 +143,11 @@ import Testing
                 "call \(call): Documents holds \(names); the log: \(Self.logSummary(container)); \(again.stderr)")
             let visible = try FileManager.default.contentsOfDirectory(atPath: inbox).filter { !$0.hasPrefix(".") }
             #expect(visible.isEmpty, "crash at call \(call): left in the Inbox: \(visible)")
+            // Nor a move's private name, a claim or an aside (ARCHITECTURE.md, "Moves without rename flags").
+            let asides = try FileManager.default.contentsOfDirectory(atPath: inbox).filter {
+                $0.hasPrefix(".inbox-move.") || $0.hasPrefix(".inbox-claim.") || $0.hasPrefix(".inbox-delete.")
+            }
+            #expect(asides.isEmpty, "crash at call \(call): left in the Inbox: \(asides)")
             for kind in ["arrived", "moved"] {
                 let paths = logRecords(container, event: kind).compactMap { ($0["path"] ?? $0["from"]) as? String }
                 #expect(

@@ -1,6 +1,7 @@
 import Foundation
 import FuseSupport
 import Glibc
+import InboxKit
 import Testing
 
 /// A folder item moved on a FUSE filesystem (bindfs), where a folder moves by `mkdir` of its new name, then `rename`
@@ -132,5 +133,54 @@ import Testing
             return clean.status == Self.killed
         }
         #expect(points >= 2)
+    }
+
+    /// A folder item holding a file with a hard link outside is copied, never renamed whole (ARCHITECTURE.md, "One
+    /// mover"): `inbox move` killed at each of its calls in turn, on ext4 and on bindfs, then run again: Documents holds
+    /// the folder once, whole, a copy (its file no longer the one outside, which is as it was), with one `moved`
+    /// record, and neither a claim, a staging folder, a placeholder nor an intent is left.
+    @Test(arguments: [false, true])
+    func aFolderHoldingAHardLinkMovedByInboxMoveKilledAtAnyCallIsCopiedOnce(onFuse: Bool) throws {
+        let mount = onFuse ? try FuseMount() : nil
+        let label = "inbox move (folder holding a hard link)" + (onFuse ? " on bindfs" : "")
+        let points = try CrashPointTests.everyCrashPoint(label) { call in
+            let folder = try TemporaryFolder()
+            let (base, container) = try CrashPointTests.roundContainer(folder, on: mount, call)
+            defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
+            try CrashPointTests.write(container + "/Documents/Inbox/d/one.txt", "one")
+            try CrashPointTests.write(container + "/Documents/Inbox/d/deep/two.txt", "two")
+            try CrashPointTests.write(base + "/other.txt", "shared")
+            #expect(link(base + "/other.txt", container + "/Documents/Inbox/d/deep/shared.txt") == 0)
+            let move = try InboxProcess.run(
+                "--container", container, "move", "d", environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
+            let killed = move.status == Self.killed
+            if killed {
+                let again = try InboxProcess.run("--container", container, "move", "d")
+                #expect(again.status == 0 || again.status == 66, "crash at call \(call): \(again.stderr)")
+            } else {
+                #expect(move.status == 0, "\(move.stderr)")
+            }
+            let documents = container + "/Documents"
+            let names = try FileManager.default.contentsOfDirectory(atPath: documents).sorted()
+            #expect(names == ["Inbox", "d"], "crash at call \(call): Documents holds \(names)")
+            for (path, text) in [("d/one.txt", "one"), ("d/deep/two.txt", "two"), ("d/deep/shared.txt", "shared")] {
+                #expect(
+                    FileManager.default.contents(atPath: documents + "/" + path) == Data(text.utf8),
+                    "crash at call \(call): \(path)")
+            }
+            var outside = stat()
+            var copied = stat()
+            #expect(stat(base + "/other.txt", &outside) == 0 && stat(documents + "/d/deep/shared.txt", &copied) == 0)
+            #expect(outside.st_ino != copied.st_ino && outside.st_nlink == 1, "crash at call \(call): not a copy")
+            #expect(FileManager.default.contents(atPath: base + "/other.txt") == Data("shared".utf8))
+            let inbox = try FileManager.default.contentsOfDirectory(atPath: documents + "/Inbox")
+            #expect(inbox.isEmpty, "crash at call \(call): left in the Inbox: \(inbox)")
+            let moved = logRecords(container, event: "moved").compactMap { $0["to"] as? String }
+            #expect(moved == ["Documents/d"], "crash at call \(call): \(CrashPointTests.logSummary(container))")
+            let intents = Result { try MoveJournal(container: Container.open(at: container)).entriesLeft() }
+            #expect((try? intents.get()) == [], "crash at call \(call): intents left: \(intents)")
+            return killed
+        }
+        #expect(points > 10)
     }
 }

@@ -161,6 +161,53 @@ import Testing
         #expect(try scratch.journalEntries() == [], "the intent is gone once the move is done")
     }
 
+    /// A folder item whose files include one with a hard link outside is copied, never renamed whole: Documents
+    /// would then hold the outside file itself, and an edit there would rewrite it (issue 48).
+    @Test(arguments: [false, true])
+    func aFolderHoldingAFileWithAHardLinkOutsideIsCopied(byTheWatcher: Bool) throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try makeFile(scratch.outside("shared.txt"), Array("outside".utf8), mode: 0o644)
+        try FileManager.default.createDirectory(
+            atPath: scratch.inboxPath("scans/deep"), withIntermediateDirectories: true)
+        #expect(link(scratch.outside("shared.txt"), scratch.inboxPath("scans/deep/shared.txt")) == 0)
+        try makeFile(scratch.inboxPath("scans/page.txt"), Array("page".utf8), mode: 0o640)
+        #expect(symlink("page.txt", scratch.inboxPath("scans/link")) == 0)
+        #expect(chmod(scratch.inboxPath("scans/deep"), 0o750) == 0)
+        let outside = try status(scratch.outside("shared.txt"))
+        let folder = try status(scratch.inboxPath("scans"))
+
+        if byTheWatcher {
+            var options = WatchOptions()
+            options.once = true
+            options.onArrival = .move
+            options.cleanInterval = nil
+            try Watcher(inbox: scratch.inbox, options: options).runBlocking()
+        } else {
+            _ = try scratch.inbox.moveToDocuments(name("scans"), reason: "test")
+        }
+
+        let copied = try status(scratch.documentsPath("scans/deep/shared.txt"))
+        #expect(!copied.isSameFile(as: outside), "a copy, not the file outside")
+        #expect(copied.linkCount == 1 && copied.mode & 0o200 != 0)
+        #expect(!(try status(scratch.documentsPath("scans")).isSameFile(as: folder)), "copied, not renamed")
+        #expect(try status(scratch.documentsPath("scans/page.txt")).mode == 0o640 | S_IWUSR)
+        #expect(try status(scratch.documentsPath("scans/deep")).mode == 0o750)
+        #expect(try readFile(scratch.documentsPath("scans/page.txt")) == Array("page".utf8))
+        #expect(
+            try FileManager.default.destinationOfSymbolicLink(atPath: scratch.documentsPath("scans/link")) == "page.txt"
+        )
+        #expect(
+            FileManager.default.createFile(
+                atPath: scratch.documentsPath("scans/deep/shared.txt"), contents: Data("edited".utf8)))
+        #expect(try readFile(scratch.outside("shared.txt")) == Array("outside".utf8), "an edit leaves it as it was")
+        #expect(try status(scratch.outside("shared.txt")).linkCount == 1)
+        #expect(try scratch.inboxEntries() == [], "no item and no claim left")
+        #expect(try scratch.documentsEntries() == ["scans"])
+        #expect(try scratch.journalEntries() == [], "the intent is gone once the move is done")
+        #expect(try scratch.inbox.log.records(kinds: [.moved]).map { $0.fields["to"] } == ["Documents/scans"])
+    }
+
     @Test func aCopyingMoveAlsoTakesTheNextNameOnAClash() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

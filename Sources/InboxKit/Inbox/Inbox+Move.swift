@@ -44,15 +44,21 @@ extension Inbox {
             guard let done = try mover.move(name, expected: status, intent: intent) else { throw Errno.noSuchFile }
             moved = done.name
         } catch {
-            if error == .noSuchFile {
-                // Another mover had it first: this one touched nothing, and a leftover intent would only be
-                // settled as nothing by the next recovery.
+            if error == .noSuchFile || error == .staleFile {
+                // Another mover had it first, or another file took its name (put back): this one moved nothing, and
+                // a leftover intent would only be settled as nothing by the next recovery.
                 try? journal.end(intent)
-                throw movedByOther(name)
+                if error == .noSuchFile { throw movedByOther(name) }
             }
             // The intent stays: the next move or watcher start settles whatever step failed (a copy already
-            // named in Documents is finished then, with its `moved` record).
-            throw error.failure("move", itemPath(name))
+            // named in Documents is finished then, with its `moved` record). Logged too ("No silent failure"):
+            // another file that took the name just before (ESTALE), a folder made for it in Documents that
+            // something was put into (ENOTEMPTY).
+            let failure = error.failure("move", itemPath(name))
+            if error == .staleFile || error == .notEmpty {
+                _ = try? log.append(errorEvent(during: "move", path: loggedPath(.inbox, name), failure), durable: true)
+            }
+            throw failure
         }
         let document = Document(path: container.pathBytes(.documents) + [0x2F] + moved.bytes, name: moved)
         do {

@@ -59,13 +59,7 @@ extension Inbox {
         _ error: ContainerError, path: [UInt8], unlogged: inout [ContainerError], report: (ContainerError) -> Void
     ) {
         do {
-            _ = try log.append(
-                Event(
-                    .error,
-                    [
-                        "during": .string("recover a move"), "path": .path(path),
-                        "errno": .int(Int64(error.cause?.rawValue ?? 0)), "message": .string(error.message),
-                    ]))
+            _ = try log.append(errorEvent(during: "recover a move", path: path, error))
             report(error)
         } catch let logFailure {
             unlogged.append(
@@ -76,10 +70,27 @@ extension Inbox {
         }
     }
 
+    /// The `error` record of `error`, met while doing `during` to `path`.
+    func errorEvent(during: String, path: [UInt8], _ error: ContainerError) -> Event {
+        Event(
+            .error,
+            [
+                "during": .string(during), "path": .path(path), "errno": .int(Int64(error.cause?.rawValue ?? 0)),
+                "message": .string(error.message),
+            ])
+    }
+
     private func settle(
         _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
     ) throws(ContainerError) {
-        try refuseUnlessOwn(intent, inboxFolder: inboxFolder)
+        do {
+            // A folder's claim cut between the `mkdir` of its placeholder and the `rename` onto it (ARCHITECTURE.md,
+            // "Moves without rename flags"): the folder still has its name, and nothing else was done.
+            if let claim = intent.claim, try removeFolderPlaceholder(in: inboxFolder.rawValue, claim) { return }
+        } catch {
+            throw error.failure("settle the move of", itemPath(intent.name))
+        }
+        if try refuseUnlessOwn(intent, inboxFolder: inboxFolder, documents: documents) { return }
         do {
             if let claim = intent.claim { try Mover.sweepStaging(for: claim, in: documents.rawValue) }
         } catch {
@@ -88,7 +99,7 @@ extension Inbox {
         if let claim = intent.claim, try present(claim, in: inboxFolder, intent) {
             if let done = try completedCopy(intent, claim: claim, inboxFolder: inboxFolder, documents: documents) {
                 do {
-                    try system_unlinkat(inboxFolder.rawValue, claim)
+                    try Mover.remove(claim, in: inboxFolder.rawValue)
                     try inboxFolder.sync()
                 } catch {
                     throw error.failure("finish the move of", itemPath(intent.name))
@@ -98,6 +109,11 @@ extension Inbox {
             }
             let back: FileName
             do {
+                // A folder's copy (`Mover.copyFolder`): its staging folder goes, and the placeholder of a rename of it
+                // that the crash cut short (ARCHITECTURE.md, "Moves without rename flags").
+                try Mover.removeFolderStaging(for: claim, in: documents.rawValue)
+                _ = try removeFolderPlaceholders(for: intent.name, in: documents.rawValue, naming: .documents)
+                _ = try removeFolderPlaceholder(in: inboxFolder.rawValue, intent.name)  // an earlier put-back's
                 back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
                 try inboxFolder.sync()
             } catch {
@@ -105,6 +121,11 @@ extension Inbox {
             }
             try log.append(
                 Event(.recovered, ["path": .path(loggedPath(.inbox, back)), "action": .string("rolled back the move")]))
+            return
+        }
+        if intent.claim == nil, let identity = intent.identity, let privateName = intent.privateName,
+            try putBackPrivateName(privateName, intent, identity, inboxFolder: inboxFolder, documents: documents)
+        {
             return
         }
         // No claim: a rename that may have happened, or a copy whose claim was removed. Was it logged?
@@ -133,9 +154,11 @@ extension Inbox {
             }
             // Renamed: the write bit may not have come back before the crash. Given first, so that a failure leaves
             // the intent, to be tried again. A rename made by `link` and `unlink` (ARCHITECTURE.md, "Network and FUSE
-            // filesystems") may have stopped between the two: the Inbox name still on the file is unlinked first.
+            // filesystems") may have stopped between the two: the Inbox name (or the private name, "Moves without
+            // rename flags") still on the file is unlinked first.
             do {
-                if try finishInterruptedMove(inboxFolder.rawValue, intent.name, documents.rawValue, moved) {
+                for name in [intent.name] + (intent.privateName.map { [$0] } ?? [])
+                where try finishInterruptedMove(inboxFolder.rawValue, name, documents.rawValue, moved) {
                     try inboxFolder.sync()
                 }
                 try Mover.restoreOwnerWrite(moved, in: documents.rawValue)
@@ -146,27 +169,65 @@ extension Inbox {
         }
     }
 
+    /// The private name of a file's move (ARCHITECTURE.md, "Moves without rename flags") that the mover's death cut
+    /// short before the file was linked into Documents: the item there goes back under its name (a clash name beside
+    /// it if a new file took that), logged `recovered`; another file there (a writer's, renamed over the item's name
+    /// just before the `rename`) goes back to arrive itself, and the item is logged `error`. Returns whether it did
+    /// either; false when the private name is gone or holds the item linked into Documents already (the rest of the
+    /// recovery finds it there and unlinks the private name).
+    private func putBackPrivateName(
+        _ privateName: FileName, _ intent: MoveJournal.Intent, _ identity: Identity,
+        inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
+    ) throws(ContainerError) -> Bool {
+        let back: FileName
+        let isItem: Bool
+        do {
+            guard let status = try fileStatusIfPresent(in: inboxFolder.rawValue, privateName, fresh: true) else {
+                return false
+            }
+            isItem = identity.isSameFile(as: status)
+            if isItem, try find(identity, in: documents, near: intent.name) != nil { return false }
+            back = try inboxFolder.putBack(privateName, from: inboxFolder.rawValue, as: intent.name)
+            try inboxFolder.sync()
+        } catch {
+            throw error.failure("roll back the move of", itemPath(intent.name))
+        }
+        if isItem {
+            try log.append(
+                Event(.recovered, ["path": .path(loggedPath(.inbox, back)), "action": .string("rolled back the move")]))
+        } else {
+            let failure = Errno.staleFile.failure("move", itemPath(intent.name))
+            try log.append(errorEvent(during: "move", path: loggedPath(.inbox, intent.name), failure))
+        }
+        return true
+    }
+
     /// An intent is acted on only if a mover of ours could have written it: its claim is a claim name, and the
     /// claimed file is the item it names (device and inode). Anything else (a crafted or foreign intent, as a
-    /// restored archive could hold) would make recovery unlink or rename a file it never claimed.
-    private func refuseUnlessOwn(_ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor)
-        throws(ContainerError)
-    {
-        guard let claim = intent.claim else { return }
+    /// restored archive could hold) would make recovery unlink or rename a file it never claimed. But a file's claim
+    /// is made by a plain `rename` where rename flags are refused (ARCHITECTURE.md, "Moves without rename flags"): a
+    /// plain file found there instead of the item took the item's name just before the claim, and goes back into the
+    /// Inbox to arrive itself (`putBackPrivateName`: the item is an `error`). Returns whether that settled the intent.
+    private func refuseUnlessOwn(
+        _ intent: MoveJournal.Intent, inboxFolder: borrowing FileDescriptor, documents: borrowing FileDescriptor
+    ) throws(ContainerError) -> Bool {
+        guard let claim = intent.claim else { return false }
         let shown = "the move journal intent for '\(itemPath(intent.name))'"
         guard claim.bytes.starts(with: Mover.claimPrefix), !claim.bytes.contains(0x2F) else {
             throw ContainerError(.badData, "\(shown) claims '\(claim)', which no mover names a claim: not acted on")
         }
-        guard let identity = intent.identity else { return }
+        guard let identity = intent.identity else { return false }
         let status: FileStatus?
         do {
-            status = try fileStatusIfPresent(in: inboxFolder.rawValue, claim)
+            status = try fileStatusIfPresent(in: inboxFolder.rawValue, claim, fresh: true)
         } catch {
             throw error.failure("settle the move of", itemPath(intent.name))
         }
-        if let status, !identity.isSameFile(as: status) {
+        guard let status, !identity.isSameFile(as: status) else { return false }
+        guard status.kind == .regular, status.linkCount == 1 else {
             throw ContainerError(.badData, "\(shown) claims '\(claim)', which is another file: not acted on")
         }
+        return try putBackPrivateName(claim, intent, identity, inboxFolder: inboxFolder, documents: documents)
     }
 
     /// Whether `name` is in `folder`; a failure to tell leaves the intent for the next try.
@@ -236,7 +297,15 @@ extension Inbox {
         guard let tried = intent.tried.last else { return nil }
         do {
             // A tried name is linked only once the copy is whole: it holds the copy, or another file.
-            guard try fileStatusIfPresent(in: documents.rawValue, tried) != nil else { return nil }
+            guard let named = try fileStatusIfPresent(in: documents.rawValue, tried) else { return nil }
+            if try fileStatus(in: inboxFolder.rawValue, claim).kind == .directory {
+                // A folder's copy is renamed from its staging folder: named once that is gone, and not a placeholder.
+                let staging = Mover.folderStagingName(for: claim)
+                guard named.kind == .directory, named.mode != 0,
+                    try fileStatusIfPresent(in: documents.rawValue, staging) == nil
+                else { return nil }
+                return tried
+            }
             let original = try FileDescriptor(at: inboxFolder.rawValue, claim, [.noFollow, .nonBlocking])
             let copy = try FileDescriptor(at: documents.rawValue, tried, [.noFollow, .nonBlocking])
             return try original.readToEnd() == copy.readToEnd() ? tried : nil

@@ -39,6 +39,13 @@ package struct MoveJournal {
         var seq: UInt64 = 0
         var tried: [FileName] = []
         var linked: FileName?
+        /// The intent's own random id (hex), which no other intent has: a file's private name on a filesystem
+        /// without rename flags is named after it (`privateName`).
+        var nonce: String?
+
+        /// `.inbox-move.<nonce>`: where a file this intent moves stays between its `rename` and its `link`
+        /// (ARCHITECTURE.md, "Moves without rename flags"); nil for an intent written without a nonce.
+        var privateName: FileName? { nonce.map(privateMoveName) }
     }
 
     /// The open, locked record of one intent, and where its next frame goes.
@@ -46,6 +53,11 @@ package struct MoveJournal {
         let file: FileDescriptor
         let recordName: FileName
         private(set) var frames = Frames()
+        /// The intent's nonce (`Intent.nonce`), once `begin` wrote it.
+        fileprivate(set) var nonce = ""
+
+        /// `Intent.privateName` of the intent this record holds.
+        var privateName: FileName { privateMoveName(nonce) }
 
         /// `written`: the frames already in the file.
         init(file: consuming FileDescriptor, recordName: FileName, written: [UInt8] = []) {
@@ -76,10 +88,12 @@ package struct MoveJournal {
         if let claim = intent.claim { text += line("claim", claim) }
         if let identity = intent.identity { text += Array("id \(identity.text)\n".utf8) }
         // Two intents of one slot never share a first frame, so no frame an earlier one left counts for this one.
-        text += Array("nonce \(String(UInt64.random(in: 0...UInt64.max), radix: 16))\n".utf8)
+        let nonce = String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        text += Array("nonce \(nonce)\n".utf8)
         if intent.claim == nil, let slot = freeSlot(in: folder) {
             try slot.record.writeFrame(text)
             if slot.created { try folder.sync() }
+            slot.record.nonce = nonce
             return slot.record
         }
         // Named only once its first frame is whole; a unique name, so renamed plainly where it is staged.
@@ -97,6 +111,7 @@ package struct MoveJournal {
             throw error
         }
         let record = Record(file: file.take(), recordName: recordName, written: frame)
+        record.nonce = nonce
         try folder.sync()
         return record
     }
@@ -335,6 +350,7 @@ package struct MoveJournal {
         var fields: [(String, FileName)] = []
         var seq: UInt64 = 0
         var identity: Identity?
+        var nonce: String?
         for line in lines {
             let parts = line.split(separator: 0x20, maxSplits: 1)
             guard parts.count == 2 else { continue }
@@ -342,6 +358,7 @@ package struct MoveJournal {
             let value = String(decoding: parts[1], as: UTF8.self)
             if key == "seq" { seq = UInt64(value) ?? 0 }
             if key == "id" { identity = Identity(text: value) }
+            if key == "nonce", value.allSatisfy(\.isHexDigit) { nonce = value }
             guard let data = Data(base64Encoded: Data(parts[1])), let name = FileName(bytes: data) else { continue }
             fields.append((key, name))
         }
@@ -350,6 +367,7 @@ package struct MoveJournal {
             name: name, claim: fields.first(where: { $0.0 == "claim" })?.1, identity: identity, seq: seq)
         intent.tried = fields.filter { $0.0 == "try" }.map(\.1)
         intent.linked = fields.first(where: { $0.0 == "linked" })?.1
+        intent.nonce = nonce
         return intent
     }
 }

@@ -6,8 +6,9 @@ import Glibc
 /// recovery all go through it.
 ///
 /// - A file with one link, or a folder: a checked rename (`report 2.pdf` on a clash).
-/// - A file with other hard links, or a file when Documents is on another filesystem (EXDEV): a copy under a
-///   journal intent (`MoveJournal`), so that a crash at any step is finished or rolled back at the next start.
+/// - A file with other hard links, a folder holding such a file (renamed whole, it would take that file along, other
+///   names and all), or a file when Documents is on another filesystem (EXDEV): a copy under a journal intent
+///   (`MoveJournal`), so that a crash at any step is finished or rolled back at the next start.
 /// - A folder across filesystems is not copied: the move fails with EXDEV and the folder stays.
 package struct Mover {
     let inbox: Inbox
@@ -24,9 +25,16 @@ package struct Mover {
         if expected.kind == .regular, expected.linkCount > 1, try otherLinks(expected) > 0 {
             return try copy(name, expected: expected, intent: intent)
         }
+        if expected.kind == .directory, try holdsLinkedFile(name, expected: expected) {
+            return try copy(name, expected: expected, intent: intent)
+        }
         do {
+            // Where rename flags are refused, a file goes through a private name its durable record gives
+            // (ARCHITECTURE.md, "Moves without rename flags"): the intent's, or the watcher's `arrived` record's.
+            let through =
+                expected.kind == .directory ? nil : intent?.privateName ?? Self.privateName(inode: expected.inode)
             let moved = try inboxFolder.descriptor.checkedRenameWithStatus(
-                name, into: documents.rawValue, naming: .documents, expected: expected)
+                name, into: documents.rawValue, naming: .documents, expected: expected, through: through)
             return moved.map { Moved(name: $0.name, copyIntent: nil, status: $0.status) }
         } catch .crossDevice where expected.kind == .regular {
             return try copy(name, expected: expected, intent: intent)
@@ -58,6 +66,13 @@ package struct Mover {
         }
         return true
     }
+
+    /// The private name of the watcher's move of the file of inode `inode` where rename flags are refused
+    /// (ARCHITECTURE.md, "Moves without rename flags"): `.inbox-move.w<inode>`, which the item's `arrived` record,
+    /// durable before such a move, gives its recovery (the device is left out: a remount changes it). One watcher
+    /// serves a container and moves an item once at a time, and no two files share an inode: no other mover has that
+    /// name.
+    static func privateName(inode: UInt64) -> FileName { privateMoveName("w\(inode)") }
 
     /// The name a copy claims its item under: `.inbox-claim.<pid>.<random>`.
     package static let claimPrefix = Array(".inbox-claim.".utf8)
@@ -140,15 +155,59 @@ package struct Mover {
         UnnamedFile.stagingName(String(decoding: claim.bytes.dropFirst(claimPrefix.count), as: UTF8.self))
     }
 
+    /// Whether the folder item `name` (`expected`) holds a file of more than one link, read afresh where the Documents'
+    /// filesystem refuses rename flags (ARCHITECTURE.md, "Network and FUSE filesystems": a link made on another host
+    /// is invisible to a cached count). Throws ENOENT when the folder is gone or replaced.
+    private func holdsLinkedFile(_ name: FileName, expected: FileStatus) throws(Errno) -> Bool {
+        guard let folder = try FolderWalk.open(name, in: inboxFolder.rawValue, as: expected) else {
+            throw Errno.noSuchFile
+        }
+        let fresh = RenameFlagSupport.isKnownRefusing(documents.rawValue)
+        var linked = false
+        do throws(ContainerError) {
+            try FolderWalk(maxDepth: FolderWalk.removalDepth, sameFilesystem: true).run(
+                folder, shown: inbox.itemPath(name), onError: FolderWalk.stop,
+                visit: { entry throws(ContainerError) in
+                    guard entry.status.kind == .regular else { return entry.status.kind == .directory ? .enter : .next }
+                    var links = entry.status.linkCount
+                    if fresh, links == 1 {
+                        do throws(Errno) {
+                            links = try fileStatus(in: entry.parent, entry.name, fresh: true).linkCount
+                        } catch {
+                            throw error.failure("read", inbox.itemPath(name))
+                        }
+                    }
+                    linked = links > 1
+                    return linked ? .stop : .next
+                })
+        } catch {
+            throw error.cause ?? .ioError
+        }
+        return linked
+    }
+
+    /// The staging folder in Documents of the copy of a folder item claimed as `claim`: `.inbox-copy.` and the claim's
+    /// tag. Renamed to the copy's name once whole.
+    static func folderStagingName(for claim: FileName) -> FileName {
+        FileName(bytes: Array(".inbox-copy.".utf8) + claim.bytes.dropFirst(claimPrefix.count)).unsafelyUnwrapped
+    }
+
+    /// Removes the staging folder of the copy of the folder item claimed as `claim` (`folderStagingName`), if any.
+    static func removeFolderStaging(for claim: FileName, in documents: CInt) throws(Errno) {
+        do {
+            try remove(folderStagingName(for: claim), in: documents)
+        } catch .noSuchFile {}
+    }
+
     /// Removes the staging name a copy under the claim `claim` left in `documents` when its mover died (before or
     /// while the copy was named): the item is the claim, or the named copy.
     static func sweepStaging(for claim: FileName, in documents: CInt) throws(Errno) {
         try UnnamedFile.removeIfAbandoned(stagingName(for: claim), in: documents)
     }
 
-    /// The copy path: claim the item by a checked rename to a staging name (one mover wins, and only the file
-    /// decided on), copy it into an `UnnamedFile` in Documents, name that file, then remove the claim, each step
-    /// noted in the journal intent first.
+    /// The copy path: claim the item by a checked rename to a staging name (one mover wins, and only the item
+    /// decided on), copy it into Documents (a file into an `UnnamedFile`, a folder into a staging folder), name the
+    /// copy, then remove the claim, each step noted in the journal intent first.
     private func copy(_ name: FileName, expected: FileStatus, intent: MoveJournal.Record?) throws(Errno) -> Moved? {
         let journal = MoveJournal(container: inbox.container)
         let claim =
@@ -163,8 +222,11 @@ package struct Mover {
         let folder = inboxFolder.rawValue
         let claimed: FileName?
         do {
+            // A file's claim is its private name where rename flags are refused (ARCHITECTURE.md, "Moves without
+            // rename flags"): a plain `rename`, never a `link` and `unlink` of the Inbox name.
             claimed = try inboxFolder.descriptor.checkedRename(
-                name, into: folder, as: claim, naming: .inbox, expected: expected)
+                name, into: folder, as: claim, naming: .inbox, expected: expected,
+                through: expected.kind == .directory ? nil : claim)
         } catch {
             if intent == nil { try journal.end(record) }
             throw error
@@ -173,24 +235,19 @@ package struct Mover {
             if intent == nil { try journal.end(record) }
             return nil
         }
-        var linked: FileName?
+        let linked: FileName
         do throws(Errno) {
-            let source = try FileDescriptor(at: folder, claim, [.noFollow, .nonBlocking])
-            let status = try source.fileStatus()
-            // Staged, where it must be, under a name recovery finds from the claim (`sweepStaging`).
-            let copy = try UnnamedFile(
-                in: documents.rawValue, .writeOnly, mode: status.mode | S_IWUSR, staging: Self.stagingName(for: claim))
+            let noting = { (candidate: FileName) throws(Errno) in try journal.note("try", candidate, in: record) }
+            if expected.kind == .directory {
+                linked = try copyFolder(claim, as: name, trying: noting)
+            } else {
+                linked = try copyFile(claim, as: name, trying: noting)
+            }
             do throws(Errno) {
-                try copy.descriptor.copyFile(from: source, status: status)
-                linked = try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
-                    try journal.note("try", candidate, in: record)
-                    try copy.name(candidate)
-                }
-                if let linked { try journal.note("linked", linked, in: record) }
+                try journal.note("linked", linked, in: record)
                 try documents.sync()
             } catch {
-                if let linked { try system_unlinkat(documents.rawValue, linked) }
-                try copy.discard()
+                try Self.remove(linked, in: documents.rawValue)
                 throw error
             }
         } catch {
@@ -202,9 +259,69 @@ package struct Mover {
         }
         // The copy is named and durable: from here on it is the item. Should removing the claim fail, the
         // intent stays, and recovery finishes the move.
-        try system_unlinkat(folder, claim)
+        try Self.remove(claim, in: folder)
         try inboxFolder.sync()
-        return linked.map { Moved(name: $0, copyIntent: record) }
+        return Moved(name: linked, copyIntent: record)
+    }
+
+    /// Copies the claimed file `claim` into an `UnnamedFile` in Documents and names it after `name` (a clash name
+    /// beside it), each name noted (`trying`) before it is tried; on a failure, the copy goes.
+    private func copyFile(_ claim: FileName, as name: FileName, trying: (FileName) throws(Errno) -> Void)
+        throws(Errno) -> FileName
+    {
+        let source = try FileDescriptor(at: inboxFolder.rawValue, claim, [.noFollow, .nonBlocking])
+        let status = try source.fileStatus()
+        // Staged, where it must be, under a name recovery finds from the claim (`sweepStaging`).
+        let copy = try UnnamedFile(
+            in: documents.rawValue, .writeOnly, mode: status.mode | S_IWUSR, staging: Self.stagingName(for: claim))
+        do throws(Errno) {
+            try copy.descriptor.copyFile(from: source, status: status)
+            return try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
+                try trying(candidate)
+                try copy.name(candidate)
+            }
+        } catch {
+            try copy.discard()
+            throw error
+        }
+    }
+
+    /// Copies the claimed folder `claim` into a staging folder in Documents (`folderStagingName`, the tree copy), then
+    /// renames it after `name` (a clash name beside it), each name noted (`trying`) before it is tried; on a failure,
+    /// the staging folder goes.
+    private func copyFolder(_ claim: FileName, as name: FileName, trying: (FileName) throws(Errno) -> Void)
+        throws(Errno) -> FileName
+    {
+        let source = try FileDescriptor(at: inboxFolder.rawValue, claim, [.directory, .noFollow])
+        let status = try source.fileStatus()
+        let staging = Self.folderStagingName(for: claim)
+        try system_mkdirat(documents.rawValue, staging, mode: S_IRWXU)
+        do throws(Errno) {
+            let target = try FileDescriptor(at: documents.rawValue, staging, [.directory, .noFollow])
+            do {
+                try TreeCopy(mode: .item, shown: inbox.itemPath(claim)).copy(source, into: target)
+            } catch {
+                throw error.cause ?? .ioError
+            }
+            try system_fchmod(target.rawValue, status.mode & 0o7777 | S_IRWXU)
+            try system_syncfs(target.rawValue)
+            return try ClashNaming.documents.firstFree(for: name) { candidate throws(Errno) in
+                try trying(candidate)
+                try renameNoReplace(documents.rawValue, staging, documents.rawValue, candidate)
+            }
+        } catch {
+            try Self.removeFolderStaging(for: claim, in: documents.rawValue)
+            throw error
+        }
+    }
+
+    /// Removes `name` from `folder`, a folder with all it holds (`FolderWalk.remove`).
+    static func remove(_ name: FileName, in folder: CInt) throws(Errno) {
+        do {
+            try FolderWalk.remove(name, in: folder, shown: name.string)
+        } catch {
+            throw error.cause ?? .ioError
+        }
     }
 }
 

@@ -75,6 +75,16 @@ extension ArrivalPipeline {
         looks: RecoveryLooks? = nil
     ) {
         let unsettled = Pending(identity: id, disposition: disposition, recovering: true)
+        var name = name
+        if disposition == .move {
+            do {
+                name = try putBackPrivateName(name, id: id, to: &records, looks: looks)
+            } catch {
+                fail(during: "look in Documents for", name, error, folder: loggedInbox, to: &records)
+                failed.schedule(name, unsettled)
+                return
+            }
+        }
         let status: FileStatus?
         // Whatever is done below is done to `name`: a later ask reads it again.
         let known = looks?.inbox.removeValue(forKey: name)
@@ -131,6 +141,14 @@ extension ArrivalPipeline {
             // Neither the item's nor in Documents: the name is as it was read, for the next identity pending there.
             if found == nil, let status, Identity(status) != id { looks?.inbox[name] = status }
             if found == nil, status == nil { looks?.inbox[name] = .some(nil) }
+            // Linked into Documents from its private name (ARCHITECTURE.md, "Moves without rename flags"), which the
+            // crash left on it: unlinked.
+            let privateName = Mover.privateName(inode: id.inode)
+            if let found, try looks?.holdsPrivateName(privateName, in: inboxFolder) ?? true,
+                try finishInterruptedMove(inboxFolder.rawValue, privateName, documents.rawValue, found)
+            {
+                try inboxFolder.sync()
+            }
             if let found, status != nil {
                 if try finishInterruptedMove(inboxFolder.rawValue, name, documents.rawValue, found) {
                     try inboxFolder.sync()
@@ -160,10 +178,50 @@ extension ArrivalPipeline {
         }
     }
 
-    /// What one recovery read of the Inbox's names (their fresh status, nil for none) and of Documents.
+    /// What one recovery read of the Inbox's names (their fresh status, nil for none), of its private move names,
+    /// and of Documents.
     final class RecoveryLooks {
         var inbox: [FileName: FileStatus?] = [:]
         let documents = DocumentsIndex()
+        private var privateNames: Set<FileName>?
+
+        /// Whether the Inbox holds `privateName`, from one read of the folder for every ask.
+        func holdsPrivateName(_ privateName: FileName, in inbox: SharedDescriptor) throws(Errno) -> Bool {
+            if privateNames == nil {
+                privateNames = Set(try inbox.descriptor.entries().filter { $0.bytes.starts(with: privateMovePrefix) })
+            }
+            return privateNames.unsafelyUnwrapped.contains(privateName)
+        }
+    }
+
+    /// The private name of a move of the item `id` that a crash cut short (ARCHITECTURE.md, "Moves without rename
+    /// flags"): where it holds another file (a writer's, renamed over `name` just before the item's `rename`), that
+    /// file goes back into the Inbox to arrive itself, and the item is an `error`; where it holds the item, not yet in
+    /// Documents, the item goes back (a clash name beside `name` if a new file took it). Returns the name to go on
+    /// with in the Inbox.
+    private func putBackPrivateName(
+        _ name: FileName, id: Identity, to records: inout EncodedEvents, looks: RecoveryLooks?
+    ) throws(Errno) -> FileName {
+        let privateName = Mover.privateName(inode: id.inode)
+        guard try looks?.holdsPrivateName(privateName, in: inboxFolder) ?? true,
+            let status = try fileStatusIfPresent(in: inboxFolder.rawValue, privateName, fresh: true) else {
+            return name
+        }
+        if id.isSameFile(as: status) {
+            // Linked into Documents already: the rest of the recovery finds it there and unlinks the private name.
+            guard try inbox.find(id, in: documents.descriptor, near: name, index: looks?.documents) == nil else {
+                return name
+            }
+            let back = try inboxFolder.descriptor.putBack(privateName, from: inboxFolder.rawValue, as: name)
+            try inboxFolder.sync()
+            looks?.inbox.removeAll()  // what was read of the Inbox's names may be so no longer
+            return back
+        }
+        try inboxFolder.descriptor.putBack(privateName, from: inboxFolder.rawValue, as: name)
+        try inboxFolder.sync()
+        looks?.inbox.removeAll()
+        fail(during: "move", name, Errno.staleFile, folder: loggedInbox, to: &records)
+        return name
     }
 
     /// Renames a damaged checkpoint aside (`arrived.checkpoint.damaged`) and logs why.
