@@ -204,7 +204,8 @@ extension ArrivalPipeline {
     ) throws(Errno) -> FileName {
         let privateName = Mover.privateName(inode: id.inode)
         guard try looks?.holdsPrivateName(privateName, in: inboxFolder) ?? true,
-            let status = try fileStatusIfPresent(in: inboxFolder.rawValue, privateName, fresh: true) else {
+            let status = try fileStatusIfPresent(in: inboxFolder.rawValue, privateName, fresh: true)
+        else {
             return name
         }
         if id.isSameFile(as: status) {
