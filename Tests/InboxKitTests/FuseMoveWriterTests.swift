@@ -122,6 +122,21 @@ import Testing
         #expect(try setup.privateNames().isEmpty)
     }
 
+    /// A deletion's aside is made by a plain rename: a file renamed over the Inbox name while the item is deleted
+    /// (here, just before the aside's unlink, where the `link`-and-`unlink` aside unlinked the Inbox name) stays.
+    @Test func aFileRenamedOverTheInboxNameWhileTheItemIsDeletedStays() throws {
+        let mount = try FuseMount()
+        let setup = try Setup(mount)
+        let item = try setup.inbox.item(named: try name("item.txt"))
+        let plan = SyscallFaultPlan(before: ("unlinkat", setup.writer(when: { _ in true })))
+        try plan.run { try item.delete(reason: "test") }
+        #expect(try setup.holding("the writer's") == ["Inbox/item.txt"], "the writer's file, once")
+        #expect(try setup.holding("the item").isEmpty)
+        #expect(try setup.records(.deleted).count == 1)
+        let left = try FileManager.default.contentsOfDirectory(atPath: setup.inboxFolder)
+        #expect(!left.contains { $0.hasPrefix(".inbox-delete.") }, "\(left)")
+    }
+
     @Test func aFileRenamedOverTheInboxNameJustBeforeInboxMoveIsKeptAndTheItemAnError() throws {
         let mount = try FuseMount()
         let setup = try Setup(mount)

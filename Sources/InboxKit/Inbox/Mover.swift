@@ -54,10 +54,14 @@ package struct Mover {
     /// back); throws ENOENT when it is gone, and any other failure once the item is back under its name.
     func delete(_ name: FileName, expected: FileStatus) throws(Errno) -> Bool {
         let folder = inboxFolder
-        guard
-            let aside = try folder.descriptor.checkedRename(
+        let aside: FileName?
+        if expected.kind != .directory, RenameFlagSupport.mayRefuse(folder.rawValue) {
+            aside = try asideByPlainRename(name, expected: expected)
+        } else {
+            aside = try folder.descriptor.checkedRename(
                 name, into: folder.rawValue, as: Self.deletingName(for: name), naming: .inbox, expected: expected)
-        else { return false }
+        }
+        guard let aside else { return false }
         do {
             try system_unlinkat(folder.rawValue, aside, removeDirectory: expected.kind == .directory)
         } catch {
@@ -65,6 +69,31 @@ package struct Mover {
             throw error
         }
         return true
+    }
+
+    /// A file's aside where rename flags may be refused (ARCHITECTURE.md, "Moves without rename flags"): a plain
+    /// `rename` onto the first aside name free a moment before, never `link` and `unlink` of `name` (a file another
+    /// host renamed over `name` between the two would be unlinked), then a fresh look that it holds the item; another
+    /// file goes back under `name` (nil). A crash leaves the aside, which the watcher's start puts back.
+    private func asideByPlainRename(_ name: FileName, expected: FileStatus) throws(Errno) -> FileName? {
+        let folder = inboxFolder.rawValue
+        let aside = try ClashNaming.inbox.firstFree(for: Self.deletingName(for: name)) { candidate throws(Errno) in
+            // A plain rename replaces what is there: only onto a free name (no one else makes a deletion's aside).
+            guard try fileStatusIfPresent(in: folder, candidate) == nil else { throw Errno.fileExists }
+            try system_renameat2(folder, name, folder, candidate, [])
+        }
+        let status: FileStatus
+        do {
+            status = try fileStatus(in: folder, aside, fresh: true)
+        } catch {
+            try inboxFolder.descriptor.putBack(aside, from: folder, as: name)
+            throw error
+        }
+        guard status.fileID == expected.fileID else {
+            try inboxFolder.descriptor.putBack(aside, from: folder, as: name)
+            return nil
+        }
+        return aside
     }
 
     /// The private name of the watcher's move of the file of inode `inode` where rename flags are refused
