@@ -46,34 +46,32 @@ package enum IdentityProbe {
         return verdict
     }
 
-    /// The names the probe uses in a folder: `.inbox-probe.<pid>.<random>` and the same with `.link`.
+    /// The probe's folder in the folder it probes: `.inbox-probe.<pid>.<random>`, holding the file `a` and its second
+    /// name `b`. A folder of its own, so that no other process's names change the listing it reads.
     static let prefix = ".inbox-probe."
 
     private static func probe(in folder: CInt) -> Verdict? {
         removeAbandoned(in: folder)
-        let first = "\(prefix)\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
-        let second = first + ".link"
-        // Held locked while it probes, so that no other process's sweep takes it for one a killed probe left.
-        guard
-            let file = try? FileDescriptor(
-                at: folder, first, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o600)
+        let room = "\(prefix)\(getpid()).\(UInt64.random(in: 0...UInt64.max))"
+        guard (try? system_mkdirat(folder, room, mode: 0o700)) != nil else { return nil }
+        defer { remove(room, in: folder) }
+        guard let inside = try? FileDescriptor(folder: room, at: folder),
+            let file = try? FileDescriptor(at: inside.rawValue, "a", [.writeOnly, .create, .exclusive], mode: 0o600)
         else { return nil }
+        // Held locked while it probes, so that no other process's sweep takes the folder for one a killed probe left.
         let verdict = (try? system_flock(file.rawValue, LOCK_EX)).flatMap {
-            look(in: folder, first, second, created: try? file.fileStatus())
+            look(in: inside.rawValue, created: try? file.fileStatus())
         }
-        // Closed first, so that no FUSE client keeps an unlinked name of it as a hidden one; neither name is anyone
-        // else's.
+        // Closed before its names go (`remove`), so that no FUSE client keeps one as a hidden name.
         try? file.close()
-        _ = try? system_unlinkat(folder, second)
-        _ = try? system_unlinkat(folder, first)
         return verdict
     }
 
-    /// Links `first` to `second` and looks at both, and at the folder's listing.
-    private static func look(in folder: CInt, _ first: String, _ second: String, created: FileStatus?) -> Verdict? {
+    /// Links `a` to `b` in the probe's folder and looks at both, and at the folder's listing.
+    private static func look(in folder: CInt, created: FileStatus?) -> Verdict? {
         guard let created else { return nil }
         do {
-            try system_linkat(folder, first, folder, second)
+            try system_linkat(folder, "a", folder, "b")
         } catch .notPermitted, .notImplemented, .notSupported {
             return .refusesLink
         } catch .ioError where RenameFlagSupport.isRclone(folder) {
@@ -82,39 +80,42 @@ package enum IdentityProbe {
             return nil
         }
         do {
-            let one = try fileStatus(in: folder, first, fresh: true)
-            let other = try fileStatus(in: folder, second, fresh: true)
+            let one = try fileStatus(in: folder, "a", fresh: true)
+            let other = try fileStatus(in: folder, "b", fresh: true)
             guard one.inode == created.inode, other.inode == created.inode, other.linkCount == 2 else {
                 return .newInodePerName
             }
-            var listed = 0
-            try FileDescriptor(folder: ".", at: folder).forEachListed { entry throws(Errno) in
-                let name = entry.name.string
-                if name == first || name == second {
-                    guard entry.inode == created.inode else { return false }
-                    listed += 1
-                }
-                return listed < 2
-            }
-            return listed == 2 ? .keepsIdentity : .listsOtherInodes
+            let listed = try FileDescriptor(folder: ".", at: folder).entriesAndInodes()
+            let inodes = listed.filter { ["a", "b"].contains($0.name.string) }.map(\.inode)
+            guard inodes.count == 2 else { return nil }  // cannot tell: another process took the folder
+            return inodes.allSatisfy { $0 == created.inode } ? .keepsIdentity : .listsOtherInodes
         } catch {
             return nil
         }
     }
 
-    /// Removes the probe names a killed process left in `folder`: those whose file's lock can be taken (both names
-    /// of a probe are one file, which its live prober holds locked). A name that cannot be looked at stays.
+    /// Removes the probe folders a killed process left in `folder`: those whose file's lock can be taken, or that
+    /// hold no file (its live prober holds it locked). One that cannot be looked at stays.
     private static func removeAbandoned(in folder: CInt) {
         var found: [FileName] = []
         try? FileDescriptor(folder: ".", at: folder).forEachListed { entry throws(Errno) in
             if entry.name.string.hasPrefix(prefix) { found.append(entry.name) }
             return true
         }
-        for name in found {
-            guard let file = try? FileDescriptor(at: folder, name, [.noFollow, .nonBlocking]) else { continue }
-            let abandoned = (try? system_flock(file.rawValue, LOCK_EX | LOCK_NB)) != nil
-            try? file.close()
-            if abandoned { _ = try? system_unlinkat(folder, name) }
+        for room in found {
+            if let file = try? FileDescriptor(at: folder, room.string + "/a", [.noFollow, .nonBlocking]) {
+                let abandoned = (try? system_flock(file.rawValue, LOCK_EX | LOCK_NB)) != nil
+                try? file.close()
+                guard abandoned else { continue }
+            }
+            remove(room.string, in: folder)
         }
+    }
+
+    /// Removes the probe folder `room` and the two names in it; what fails to go stays, for the next sweep.
+    private static func remove(_ room: String, in folder: CInt) {
+        _ = try? system_unlinkat(folder, room + "/b")
+        _ = try? system_unlinkat(folder, room + "/a")
+        _ = try? system_unlinkat(folder, room, removeDirectory: true)
     }
 }

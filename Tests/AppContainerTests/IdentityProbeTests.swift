@@ -10,12 +10,14 @@ import Testing
 @Suite(.serialized) struct IdentityProbeTests {
     @Test func aBindMountKeepsIdentityAndTheProbeLeavesNothing() throws {
         let mount = try FuseMount(options: ["attr_timeout=30", "entry_timeout=30"])
-        // A killed probe's names: its file no longer locked by anyone.
-        try makeFile(mount.mountPoint + "/.inbox-probe.1.2", [])
-        #expect(link(mount.mountPoint + "/.inbox-probe.1.2", mount.mountPoint + "/.inbox-probe.1.2.link") == 0)
-        // A live probe's name, locked by its prober: left alone.
+        // A killed probe's folder: its file no longer locked by anyone.
+        #expect(mkdir(mount.mountPoint + "/.inbox-probe.1.2", 0o700) == 0)
+        try makeFile(mount.mountPoint + "/.inbox-probe.1.2/a", [])
+        #expect(link(mount.mountPoint + "/.inbox-probe.1.2/a", mount.mountPoint + "/.inbox-probe.1.2/b") == 0)
+        // A live probe's, its file locked by its prober: left alone.
+        #expect(mkdir(mount.mountPoint + "/.inbox-probe.3.4", 0o700) == 0)
         let live = try FileDescriptor(
-            mount.mountPoint + "/.inbox-probe.3.4", [.writeOnly, .create, .exclusive], mode: 0o600)
+            mount.mountPoint + "/.inbox-probe.3.4/a", [.writeOnly, .create, .exclusive], mode: 0o600)
         #expect(flock(live.rawValue, LOCK_EX) == 0)
         let folder = try FileDescriptor(folder: mount.mountPoint)
         #expect(IdentityProbe.verdict(in: folder.rawValue) == .keepsIdentity)
