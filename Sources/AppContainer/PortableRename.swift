@@ -5,13 +5,13 @@ import Synchronization
 /// `RENAME_NOREPLACE`, or, on a filesystem that refuses rename flags (NFS, SMB, most FUSE filesystems answer
 /// EINVAL), the same move made without them:
 /// - a file (or symbolic link): `link` to the new name, then `unlink` of the old; EEXIST from `link` is success
-///   when the new name holds the old one's inode (NFS can answer so to a LINK it retransmitted). With
-///   `linkingFiles` false, a file is not moved so: the call throws EINVAL, the device noted as refusing, for the
-///   caller to move it through a private name (`checkedRename`, ARCHITECTURE.md, "Moves without rename flags");
+///   when the new name holds the old one's inode (NFS can answer so to a LINK it retransmitted);
 /// - a folder: `mkdir` of the new name (mode 0: a placeholder, told from a user's folder by
 ///   `removeFolderPlaceholder`), then a plain `rename` onto that empty folder, which fails rather than replace once
 ///   anything is in it. A placeholder something was put into meanwhile gets the folder's mode and stays, and the
 ///   move fails with ENOTEMPTY.
+/// With `linkingFiles` false, neither is made: the call throws EINVAL, the device noted as refusing, for the caller to
+/// move the item through a private name (`checkedRename`, ARCHITECTURE.md, "Moves without rename flags").
 /// Throws EEXIST when the new name is taken, EOPNOTSUPP when the filesystem refuses `link` too (rclone), and every
 /// other failure of the calls. The fallback is not atomic: a crash between `link` and `unlink` leaves both names on
 /// one inode, and each caller's recovery finishes such a move. Which filesystems refuse the flags is remembered
@@ -29,7 +29,7 @@ package func renameNoReplace(
             // Refused flags, or a move the rename itself forbids (a folder into itself): the fallback tells.
         }
     }
-    if !linkingFiles, FileStatus(try system_lstatat(fromDirectory, from)).kind != .directory {
+    if !linkingFiles {
         RenameFlagSupport.remember(toDirectory)
         throw Errno.invalidArgument
     }

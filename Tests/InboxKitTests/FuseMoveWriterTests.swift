@@ -251,6 +251,41 @@ import Testing
         #expect(try readFile(placeholder + "/writer.txt") == Array("w".utf8))
     }
 
+    /// A folder item goes through a private name too: one a writer replaced just before its move (another empty
+    /// folder renamed over it) is put back, the item an `error`, and Documents never shows either, not even as the
+    /// placeholder of a `mkdir`.
+    @Test func aFolderReplacedJustBeforeItsMoveNeverShowsInDocuments() throws {
+        let mount = try FuseMount()
+        let setup = try Setup(mount)
+        let item = setup.inbox.container.path(.inbox) + "/d"
+        #expect(mkdir(item, 0o755) == 0)
+        let shown = Guarded(false)
+        let replaced = Guarded(false)
+        let documents = setup.documents
+        let inboxFolder = setup.inboxFolder
+        let plan = SyscallFaultPlan(
+            before: (
+                "renameat2",
+                {
+                    if exists(documents + "/d") { shown.update { $0 = true } }
+                    guard !replaced.value else { return }
+                    replaced.update { $0 = true }
+                    #expect(mkdir(inboxFolder + "/.writer", 0o755) == 0)
+                    #expect(FileManager.default.createFile(atPath: inboxFolder + "/.writer/w.txt", contents: nil))
+                    // Over the empty folder `d`, as another host's writer may.
+                    #expect(rename(inboxFolder + "/.writer", inboxFolder + "/d") == 0)
+                }
+            ))
+        let failure = #expect(throws: ContainerError.self) {
+            try plan.run { try setup.inbox.moveToDocuments(try name("d"), reason: "move") }
+        }
+        #expect(failure?.cause == .staleFile, "\(String(describing: failure))")
+        #expect(!shown.value, "Documents showed d")
+        #expect(!exists(documents + "/d"))
+        #expect(exists(inboxFolder + "/d/w.txt"), "the writer's folder is back under its name")
+        #expect(try setup.privateNames().isEmpty)
+    }
+
     /// The same for the watcher: the failure is an `error` record and its disposition stays pending (`watch --once`
     /// ends with it); the next run tries it again, without a second `arrived`, and the folder takes the next name.
     @Test func aFileWrittenIntoAFoldersPlaceholderIsAnErrorAndTheWatchersRetryMovesIt() throws {

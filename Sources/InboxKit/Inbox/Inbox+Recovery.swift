@@ -187,6 +187,10 @@ extension Inbox {
             }
             isItem = identity.isSameFile(as: status)
             if isItem, try find(identity, in: documents, near: intent.name) != nil { return false }
+            // A folder's rename from there onto the placeholder it made in Documents, cut short: the placeholder goes.
+            if status.kind == .directory {
+                _ = try removeFolderPlaceholders(for: intent.name, in: documents.rawValue, naming: .documents)
+            }
             back = try inboxFolder.putBack(privateName, from: inboxFolder.rawValue, as: intent.name)
             try inboxFolder.sync()
         } catch {

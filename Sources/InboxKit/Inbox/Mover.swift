@@ -29,10 +29,9 @@ package struct Mover {
             return try copy(name, expected: expected, intent: intent)
         }
         do {
-            // Where rename flags are refused, a file goes through a private name its durable record gives
+            // Where rename flags are refused, an item goes through a private name its durable record gives
             // (ARCHITECTURE.md, "Moves without rename flags"): the intent's, or the watcher's `arrived` record's.
-            let through =
-                expected.kind == .directory ? nil : intent?.privateName ?? Self.privateName(inode: expected.inode)
+            let through = intent?.privateName ?? Self.privateName(inode: expected.inode)
             let moved = try inboxFolder.descriptor.checkedRenameWithStatus(
                 name, into: documents.rawValue, naming: .documents, expected: expected, through: through)
             return moved.map { Moved(name: $0.name, copyIntent: nil, status: $0.status) }
