@@ -220,7 +220,7 @@ struct WatchCommand: Command {
         ("--no-clean", "never apply the cleanup policy (by default at the start, then hourly; see inbox clean)"),
         (
             "--poll-interval SECONDS",
-            "on a network or FUSE filesystem (NFS, SMB, sshfs, ...), where another host's writes raise no inotify event, scan the Inbox this often (default 2, backing off to 30 after 5 idle minutes); a local filesystem is never polled"
+            "on a network or FUSE filesystem (NFS, SMB, bindfs, ...), where another host's writes raise no inotify event, scan the Inbox this often (default 2, backing off to 30 after 5 idle minutes); a local filesystem is never polled"
         ),
         (
             "--settle SECONDS",
