@@ -4,16 +4,16 @@ SWIFT ?= swift
 # Warnings are errors here and in CI (not in Package.swift, which a versioned dependency may not carry unsafe flags in).
 STRICT = -Xswiftc -warnings-as-errors
 # systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed); zsh, fish:
-# the completion tests load inbox's completions in them; postfix, procmail: the mail tests deliver real mail
-# through them (PostfixDeliveryTests); maildrop: the mail benchmark; bindfs, rclone: real FUSE filesystems (rclone
-# only Suggests fuse, which bindfs brings); openssh-server, openssh-client, sshfs: make test-system starts its own
-# sshd on loopback and mounts it with sshfs and rclone's sftp backend (Tests/FuseSupport/SshServer.swift); python3:
-# tests write archives and probe extended attributes with it.
+# the completion tests load inbox's completions in them; maildrop: the mail benchmark; bindfs, rclone: real FUSE
+# filesystems (rclone only Suggests fuse, which bindfs brings); openssh-server, openssh-client, sshfs: make
+# test-system starts its own sshd on loopback and mounts it with sshfs and rclone's sftp backend
+# (Tests/FuseSupport/SshServer.swift); python3: tests write archives and probe extended attributes with it;
+# mmdebstrap, systemd-container, lintian: make test-system boots a clean Debian tree with the package installed
+# (Tests/SystemTests/BootedTree.swift) and checks the package. Postfix and procmail are not here: the mail tests run
+# them inside that tree, never on this machine.
 APT_PACKAGES = libinotifytools0-dev nettle-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite python3 systemd zsh fish postfix procmail maildrop bindfs rclone \
-	openssh-server openssh-client sshfs
-# postfix's install questions, answered: local mail only (the tests configure the rest with postconf).
-POSTFIX_PRESEED = postfix postfix/main_mailer_type select Local only\npostfix postfix/mailname string localhost\n
+	libytnef0-dev libpython3.11-testsuite python3 systemd zsh fish maildrop bindfs rclone openssh-server \
+	openssh-client sshfs mmdebstrap systemd-container lintian
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
 # make install: the release binary into $(DESTDIR)$(PREFIX)/bin (inbox-formats, which runs import and backups, into
@@ -63,30 +63,32 @@ RELEASE_BUILD = rm -rf "$$($(SWIFT) build -c release --show-bin-path)" && $(SWIF
 # runtime from the toolchain that built it (its RUNPATH).
 INSTALL_SWIFTFLAGS ?= $(RELEASE_SWIFTFLAGS)
 
-.PHONY: deps build test test-system demo lint format clean bench bench-mail bench-tools bench-mail-tools hot-functions install \
-	uninstall
+.PHONY: deps build test test-system demo lint format clean bench bench-mail bench-tools bench-mail-tools hot-functions release \
+	install install-files deb uninstall
 
 # Installs the Debian packages the build and the tests need, only when one is missing, asking nothing.
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing$$missing"; \
-		printf '$(POSTFIX_PRESEED)' | $(SUDO) debconf-set-selections && \
 		$(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	fi
 
 build: deps
 	$(SWIFT) build $(STRICT)
 
-# The quick suite every change runs: all but SystemTests.
+# The quick suite every change runs: all but SystemTests. Tests/host-unchanged fails it if it changed this machine's
+# Postfix, users or services.
 test: deps
-	$(SWIFT) test $(STRICT) --skip SystemTests
+	Tests/host-unchanged $(SWIFT) test $(STRICT) --skip SystemTests
 
-# The tests that need the real parts (ARCHITECTURE.md, "Folders"): servers they start themselves (sshd on loopback)
-# and the network and FUSE filesystems mounted over them. As root; each says in one line why it skipped otherwise.
-# More of them (a booted systemd, the package) join the same target.
-test-system: deps
-	$(SWIFT) test $(STRICT) --filter SystemTests
+# The tests that need the real parts (ARCHITECTURE.md, "Folders"): servers they start themselves (sshd on loopback),
+# the network and FUSE filesystems mounted over them, and the package (make deb) installed in a clean Debian 12
+# tree booted under its own systemd (Tests/SystemTests/BootedTree.swift), where the units and the mail tests with
+# Postfix run. As root; each says in one line why it skipped otherwise. A tree a killed run left booted is stopped.
+test-system: deps deb
+	Tests/host-unchanged env INBOX_DEB="$$(ls .build/inbox_*_$$(dpkg-architecture -qDEB_HOST_ARCH).deb)" \
+		$(SWIFT) test $(STRICT) --filter SystemTests
 
 # The demo prints how to run the binary again; the command itself is not echoed, nor show-bin-path's warnings.
 demo: build
@@ -157,12 +159,19 @@ bench-mail-tools:
 	fi
 	@command -v cc >/dev/null 2>&1 || { echo "make bench-mail needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
 
+# The release build that make install and make deb install (INSTALL_SWIFTFLAGS).
+release: deps $(STATIC_CXX)/libstdc++.so
+	$(RELEASE_BUILD) $(INSTALL_SWIFTFLAGS)
+	@$(if $(findstring symbol-ordering-file,$(INSTALL_SWIFTFLAGS)),$(ORDER_MATCH))
+
 # Builds in release and installs the binary and the units (ExecStart pointed at $(PREFIX)/bin). Then, for a
 # container you own: systemctl --user daemon-reload; systemctl --user enable --now "inbox-watch@$$(systemd-escape
 # --path DIR).service" (README.md, "Running as a service").
-install: deps $(STATIC_CXX)/libstdc++.so
-	$(RELEASE_BUILD) $(INSTALL_SWIFTFLAGS)
-	@$(if $(findstring symbol-ordering-file,$(INSTALL_SWIFTFLAGS)),$(ORDER_MATCH))
+install: release
+	$(MAKE) install-files
+
+# What make install installs, from the release build already made.
+install-files:
 	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox" "$(DESTDIR)$(PREFIX)/bin/inbox"
 	install -D -m 0755 "$$($(SWIFT) build -c release --show-bin-path)/inbox-formats" \
 		"$(DESTDIR)$(PREFIX)/libexec/inbox/inbox-formats"
@@ -183,6 +192,16 @@ install: deps $(STATIC_CXX)/libstdc++.so
 	"$$bin" completions zsh > "$(DESTDIR)$(PREFIX)/share/zsh/site-functions/_inbox" && \
 	"$$bin" completions fish > "$(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/inbox.fish" && \
 	"$$bin" man > "$(DESTDIR)$(PREFIX)/share/man/man1/inbox.1"
+
+# The Debian package, .build/inbox_VERSION_ARCH.deb (debian/, README.md, "Install"): debian/rules runs make release
+# and make install-files into the package's tree with Debian's places (/usr/bin, /usr/libexec/inbox,
+# /usr/lib/systemd/...). Installs debhelper when missing; needs no root (Rules-Requires-Root: no).
+deb: deps
+	@command -v dh >/dev/null 2>&1 || { echo "Installing debhelper"; \
+		$(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y debhelper; }
+	dpkg-checkbuilddeps
+	debian/rules binary
+	@ls .build/inbox_*_$$(dpkg-architecture -qDEB_HOST_ARCH).deb
 
 uninstall:
 	for unit in $(notdir $(SYSTEM_UNITS)); do rm -f "$(DESTDIR)$(UNITDIR)/$$unit"; done

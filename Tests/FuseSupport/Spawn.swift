@@ -5,7 +5,7 @@ import Glibc
 /// Starts `executable ARGS…` (posix_spawn) with standard input from /dev/null and standard output and error into
 /// `output`, an open file: a pipe would stay open in a daemon (bindfs, sshfs, sshd), never ending. The child gets
 /// nothing else this process holds open, so a daemon never keeps another test's pipe open. Returns its pid.
-func spawn(_ executable: String, _ arguments: [String], output: CInt) throws -> pid_t {
+public func spawn(_ executable: String, _ arguments: [String], output: CInt) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
