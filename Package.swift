@@ -52,7 +52,8 @@ let package = Package(
         .executableTarget(name: "inbox", dependencies: ["InboxCommands"]),
         .executableTarget(name: "inbox-formats", dependencies: ["InboxCommands", "InboxFormats"]),
         // The fixtures the test targets share: real FUSE mounts (bindfs, rclone, sshfs) for the tests of network and
-        // FUSE filesystems, an OpenSSH server on loopback to mount, and the built `inbox` run as a process.
+        // FUSE filesystems, an OpenSSH server on loopback to mount, the built `inbox` run as a process, and the mail
+        // the import tests and the Postfix tests send.
         .target(name: "FuseSupport", dependencies: ["CLinux"], path: "Tests/FuseSupport"),
         .testTarget(name: "AppContainerTests", dependencies: ["AppContainer", "FuseSupport"]),
         .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "InboxFormats", "AppContainer", "FuseSupport"]),

@@ -24,25 +24,6 @@ func processIsGone(_ pid: pid_t) -> Bool {
     return state == "Z" || state == "X"
 }
 
-/// The records of a container's event log, read straight from its files (rotated ones first).
-func logRecords(_ container: String, event: String? = nil) -> [[String: Any]] {
-    let folder = container + "/Library/Application Support/inbox"
-    let names =
-        ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [])
-        .filter { $0.hasPrefix("events.") && $0.hasSuffix(".jsonl") && $0 != "events.jsonl" }.sorted() + [
-            "events.jsonl"
-        ]
-    var records: [[String: Any]] = []
-    for name in names {
-        guard let data = FileManager.default.contents(atPath: folder + "/" + name) else { continue }
-        for line in data.split(separator: 0x0A) {
-            guard let record = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else { continue }
-            if event == nil || record["event"] as? String == event { records.append(record) }
-        }
-    }
-    return records
-}
-
 /// A running `inbox watch`, stopped with SIGTERM when the test is done with it.
 final class RunningWatcher {
     let child: InboxProcess.Child

@@ -131,7 +131,8 @@ final class BootedTree: Sendable {
     /// The minimal Debian 12 tree with `includes`, as a tarball made once and kept (named by what it holds).
     private static func baseTarball(in folder: String) throws -> String {
         let key = includes.joined(separator: ",")
-        let tarball = folder + "/bookworm-\(key.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }).tar"
+        let tarball =
+            folder + "/bookworm-\(key.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }).tar"
         if FileManager.default.fileExists(atPath: tarball) { return tarball }
         let mirror = "http://deb.debian.org/debian"
         try mustRun(
@@ -158,17 +159,19 @@ final class BootedTree: Sendable {
     }
 
     /// Waits until the tree's systemd has started every unit of the boot (`is-system-running --wait` answers once its
-    /// bus is up: before, it fails to connect) and throws unless all of them started.
+    /// bus is up: before, it fails to connect, or says `offline` very early in the boot) and throws unless all of
+    /// them started.
     private static func awaitBoot(_ pid1: pid_t) throws {
         let deadline = Date().addingTimeInterval(120)
         var state = try runInside(pid1, ["systemctl", "is-system-running", "--wait"])
-        while state.stdoutText.isEmpty && Date() < deadline {
+        while ["", "offline\n"].contains(state.stdoutText) && Date() < deadline {
             usleep(100_000)
             state = try runInside(pid1, ["systemctl", "is-system-running", "--wait"])
         }
         guard state.stdoutText == "running\n" else {
             let failed = try runInside(pid1, ["systemctl", "--failed", "--no-legend"]).stdoutText
-            throw Failure("the tree's boot ended \(state.stdoutText.trimmingCharacters(in: .newlines)) \(state.stderr): \(failed)")
+            let ended = state.stdoutText.trimmingCharacters(in: .newlines)
+            throw Failure("the tree's boot ended \(ended) \(state.stderr): \(failed)")
         }
     }
 
@@ -181,7 +184,9 @@ final class BootedTree: Sendable {
             where (try? String(contentsOfFile: "/proc/\(child)/comm", encoding: .utf8)) == "systemd\n" {
                 return child
             }
-            guard kill(nspawn, 0) == 0 else { throw Failure("systemd-nspawn exited: see .build/system-tree/booted.log") }
+            guard kill(nspawn, 0) == 0 else {
+                throw Failure("systemd-nspawn exited: see .build/system-tree/booted.log")
+            }
             usleep(20_000)
         }
         throw Failure("the tree's systemd did not start in 60 s: see .build/system-tree/booted.log")

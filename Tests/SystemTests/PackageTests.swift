@@ -31,7 +31,8 @@ extension BootedTreeTests {
         /// The binaries, man page, completions and units in Debian's places, the units' `ExecStart=` made for /usr.
         @Test func itHoldsEachFileInDebiansPlace() throws {
             let result = try InboxProcess.run(
-                [Array("--contents".utf8), Array(try #require(BootedTree.package).utf8)], executable: "/usr/bin/dpkg-deb")
+                [Array("--contents".utf8), Array(try #require(BootedTree.package).utf8)],
+                executable: "/usr/bin/dpkg-deb")
             let paths = Set(result.lines.compactMap { $0.split(separator: " ").last.map { String($0.dropFirst()) } })
             let expected = [
                 "/usr/bin/inbox", "/usr/libexec/inbox/inbox-formats", "/usr/share/man/man1/inbox.1.gz",
@@ -59,7 +60,8 @@ extension BootedTreeTests {
                 let owner = try InboxProcess.run(
                     [Array("-S".utf8), Array("*/\(soname)".utf8)], executable: "/usr/bin/dpkg")
                 let package = owner.stdoutText.split(separator: ":").first.map(String.init) ?? "?"
-                #expect(depends.contains(package), "\(soname) (in \(package)) is opened but not depended on: \(depends)")
+                #expect(
+                    depends.contains(package), "\(soname) (in \(package)) is opened but not depended on: \(depends)")
             }
             #expect(depends.contains("libinotifytools0") && depends.contains("libgmime-3.0-0"), "\(depends)")
         }

@@ -45,14 +45,17 @@ extension BootedTreeTests {
         /// Writes `name` into the Inbox of `container` as `user` (root when nil), the way a delivering program does.
         static func deliver(_ name: String, to container: String, as user: String? = nil, in tree: BootedTree) throws {
             try tree.mustRun(
-                ["sh", "-c", "printf '%s' \"$1\" > \"$2\"", "deliver", "contents of \(name)",
-                 container + "/Documents/Inbox/" + name], as: user)
+                [
+                    "sh", "-c", "printf '%s' \"$1\" > \"$2\"", "deliver", "contents of \(name)",
+                    container + "/Documents/Inbox/" + name,
+                ], as: user)
         }
 
         /// Waits until `name` is in Documents with its contents and no longer in the Inbox.
-        static func expectMoved(_ name: String, in container: String, tree: BootedTree,
-            sourceLocation: SourceLocation = #_sourceLocation) throws
-        {
+        static func expectMoved(
+            _ name: String, in container: String, tree: BootedTree,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) throws {
             let moved = tree.waitUntil {
                 FileManager.default.contents(atPath: tree.path(container + "/Documents/" + name))
                     == Data("contents of \(name)".utf8)
@@ -105,8 +108,11 @@ extension BootedTreeTests {
             try Self.dropIn(unit, "move", Self.moveDropIn(), in: tree)
             let names = (0..<20_000).map { String(format: "file-%05d.txt", $0) }
             try tree.mustRun(
-                ["sh", "-c", "cd \"$1/Documents/Inbox\" && seq -f 'file-%05g.txt' 0 19999 | while read n; do "
-                    + "printf '%s' \"contents of $n\" > \"$n\"; done", "backlog", container])
+                [
+                    "sh", "-c",
+                    "cd \"$1/Documents/Inbox\" && seq -f 'file-%05g.txt' 0 19999 | while read n; do "
+                        + "printf '%s' \"contents of $n\" > \"$n\"; done", "backlog", container,
+                ])
 
             try tree.mustRun(["systemctl", "start", unit])
             try tree.mustRun(["systemctl", "stop", unit])
@@ -165,7 +171,9 @@ extension BootedTreeTests {
             try Self.deliver("for-the-app.txt", to: container, as: "mailapp", in: tree)
             try Self.expectMoved("for-the-app.txt", in: container, tree: tree)
             let uid = try tree.mustRun(["id", "-u", "mailapp"]).stdoutText.trimmingCharacters(in: .newlines)
-            #expect(try tree.mustRun(["stat", "-c", "%u", container + "/Documents/for-the-app.txt"]).stdoutText == uid + "\n")
+            #expect(
+                try tree.mustRun(["stat", "-c", "%u", container + "/Documents/for-the-app.txt"]).stdoutText == uid
+                    + "\n")
             try tree.mustRun(["systemctl", "stop", unit])
 
             let rootOwned = try Self.unit("inbox-watch@.service", "/srv/root-owned", in: tree)
@@ -211,7 +219,8 @@ extension BootedTreeTests {
             for name in ["a", "b"] {
                 let arrived = tree.waitUntil {
                     Self.records(data + "/" + name, in: tree).contains {
-                        $0["event"] as? String == "arrived" && ($0["path"] as? String)?.hasSuffix("to-\(name).txt") == true
+                        $0["event"] as? String == "arrived"
+                            && ($0["path"] as? String)?.hasSuffix("to-\(name).txt") == true
                     }
                 }
                 #expect(arrived, "\(name): \(Self.events(data + "/" + name, in: tree))")

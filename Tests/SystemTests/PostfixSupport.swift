@@ -1,17 +1,18 @@
 import Foundation
+import FuseSupport
 import Glibc
 import Testing
 
-/// Debian's Postfix on this machine, set up once for the tests: local delivery only, with inbox as a recipient of
-/// its own beside each test user's mailbox, as README.md, "Mail import", shows it: `recipient_bcc_maps` copies
-/// `USER@localhost` to `USER+inbox@localhost`, whose `~/.forward+inbox` pipes it to `inbox import -`. Postfix's
-/// local(8) runs that pipe as the user, so each test has an ordinary user of its own (made when missing), and no
-/// test sees another's mail, a message an earlier run left queued included.
+/// Debian's Postfix in the booted tree (never this machine's), set up once for the tests: local delivery only, with
+/// inbox as a recipient of its own beside each test user's mailbox, as README.md, "Mail import", shows it:
+/// `recipient_bcc_maps` copies `USER@localhost` to `USER+inbox@localhost`, whose `~/.forward+inbox` pipes it to the
+/// installed `inbox import -`. Postfix's local(8) runs that pipe as the user, so each test has an ordinary user of
+/// its own, made in the tree, and no test sees another's mail.
 enum Postfix {
-    /// Postfix's own log (its `postlog` service), where a test reads what became of its message.
+    /// Postfix's own log in the tree (its `postlog` service), where a test reads what became of its message.
     static let log = "/var/log/inbox-test-postfix.log"
-    /// The binaries any user may run (`SharedBinaries`).
-    static var inbox: String { SharedBinaries.inbox }
+    /// The package's `inbox`, as the tree has it installed.
+    static let inbox = "/usr/bin/inbox"
     /// The users the tests receive mail as, one a test, each with inbox as a recipient of its own.
     static let users = [
         "inbox-mta-mail", "inbox-mta-plain", "inbox-mta-later", "inbox-mta-twice", "inbox-mta-index", "inbox-mta-big",
@@ -19,16 +20,8 @@ enum Postfix {
     /// A user whose mail procmail delivers, with no recipient for inbox.
     static let procmailUser = "inbox-mta-procmail"
 
-    /// Whether the tests can run here: as root (to make users and configure Postfix), with Postfix installed.
-    static var canRun: Bool {
-        let tools = [
-            "/usr/sbin/postfix", "/usr/sbin/sendmail", "/usr/bin/procmail", "/usr/bin/setpriv", "/usr/sbin/useradd",
-        ]
-        return getuid() == 0 && tools.allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
-    }
-
-    /// Postfix configured and running, the users made and the binaries copied: done once, for every test.
-    static let ready = Result { try setUp() }
+    /// The tree with Postfix configured and running and the users made: done once, for every test.
+    static let ready = Result { try setUp(try BootedTree.shared.get()) }
 
     /// The settings the tests need and nothing more (`postconf -e`): local delivery on loopback, nothing relayed,
     /// each test user's mail copied to `USER+inbox`, and a log of its own.
@@ -41,49 +34,30 @@ enum Postfix {
         ]
     }
 
-    private static func setUp() throws {
-        for user in users + [procmailUser] where try run("/usr/bin/id", ["-u", user]).status != 0 {
-            try mustRun("/usr/sbin/useradd", ["--create-home", "--shell", "/bin/sh", user])
+    /// The tree is unpacked afresh for each run and thrown away after it: nothing to restore, no mail left queued.
+    private static func setUp(_ tree: BootedTree) throws -> BootedTree {
+        for user in users + [procmailUser] {
+            try tree.mustRun(["useradd", "--create-home", "--shell", "/bin/sh", user])
         }
-        _ = try SharedBinaries.ready()
-        let restart = try mustRun("/usr/sbin/postconf", ["-h", "inet_interfaces"]).stdoutText != "loopback-only\n"
-        try mustRun("/usr/sbin/postconf", ["-e"] + settings)
+        try tree.mustRun(["postconf", "-e"] + settings)
         // Postfix 3.4 and later write maillog_file through the postlog service; Debian's master.cf has it.
-        if try mustRun("/usr/sbin/postconf", ["-M", "postlog/unix-dgram"]).stdout.isEmpty {
-            try mustRun("/usr/sbin/postconf", ["-Me", "postlog/unix-dgram=postlog unix-dgram n - n - 1 postlogd"])
+        if try tree.mustRun(["postconf", "-M", "postlog/unix-dgram"]).stdout.isEmpty {
+            try tree.mustRun(["postconf", "-Me", "postlog/unix-dgram=postlog unix-dgram n - n - 1 postlogd"])
         }
-        let running = try run("/usr/sbin/postfix", ["status"]).status == 0
-        // A new inet_interfaces needs a restart; anything else a reload.
-        if running && restart { try mustRun("/usr/sbin/postfix", ["stop"]) }
-        try mustRun("/usr/sbin/postfix", [running && !restart ? "reload" : "start"])
-        try dropQueuedMail()
+        // A new inet_interfaces needs a restart, not a reload.
+        try tree.mustRun(["systemctl", "restart", "postfix"])
+        try tree.mustRun(["postfix", "status"])
+        return tree
     }
 
-    /// Deletes from Postfix's queue every message to a test user (or its `+inbox`) that an earlier run left there.
-    private static func dropQueuedMail() throws {
-        let queue = try mustRun("/usr/sbin/postqueue", ["-j"])
-        let everyone = users + [procmailUser]
-        for line in queue.lines {
-            guard let entry = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                let id = entry["queue_id"] as? String, let recipients = entry["recipients"] as? [[String: Any]]
-            else { continue }
-            let names = recipients.compactMap {
-                ($0["address"] as? String)?.split(whereSeparator: { "@+".contains($0) }).first
-            }
-            if names.contains(where: { everyone.contains(String($0)) }) {
-                try mustRun("/usr/sbin/postsuper", ["-d", id])
-            }
-        }
-    }
-
-    /// Sends `message` from `sender@localhost` to `recipient` with Postfix's sendmail.
+    /// Sends `message` from `sender@localhost` to `recipient` with the tree's Postfix sendmail.
     static func send(_ message: String, to recipient: String) throws {
-        try mustRun("/usr/sbin/sendmail", ["-f", "sender@localhost", recipient], input: message)
+        try ready.get().mustRun(["sendmail", "-f", "sender@localhost", recipient], input: message)
     }
 
     /// Asks Postfix to try every deferred message again now.
     static func flushQueue() throws {
-        try mustRun("/usr/sbin/postqueue", ["-f"])
+        try ready.get().mustRun(["postqueue", "-f"])
     }
 
     /// The queue ids of the messages whose `Message-ID` is `messageID`, in the order Postfix took them.
@@ -112,7 +86,7 @@ enum Postfix {
     ) throws -> (queueID: String, outcomes: [String: [String]]) {
         var queueID = ""
         var outcomes: [String: [String]] = [:]
-        let done = try waitUntil(timeout: 60, interval: 0.05) {
+        let done = try ready.get().waitUntil(timeout: 60) {
             let ids = try queueIDs(messageID: messageID)
             guard ids.count >= count else { return false }
             queueID = ids[count - 1]
@@ -126,7 +100,7 @@ enum Postfix {
     /// Whether Postfix sent the sender of message `queueID` a notice, once it is done with the message (the
     /// notice is logged before the message's `removed`).
     static func notifiedSender(_ queueID: String) throws -> Bool {
-        let removed = try waitUntil(timeout: 60, interval: 0.05) {
+        let removed = try ready.get().waitUntil(timeout: 60) {
             try logLines().contains { $0.hasSuffix(" \(queueID): removed") }
         }
         try #require(removed, "Postfix did not finish with \(queueID) in time")
@@ -134,36 +108,17 @@ enum Postfix {
     }
 
     private static func logLines() throws -> [String] {
-        guard let data = FileManager.default.contents(atPath: log) else { return [] }
+        guard let data = FileManager.default.contents(atPath: try ready.get().path(log)) else { return [] }
         return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
-    }
-
-    /// Runs `program ARGS…` to the end.
-    @discardableResult
-    static func run(_ program: String, _ arguments: [String], input: String = "") throws -> InboxProcess.Result {
-        try InboxProcess.run(arguments.map { Array($0.utf8) }, input: Array(input.utf8), executable: program)
-    }
-
-    /// Runs `program ARGS…` to the end and throws, with what it printed, unless it exits 0.
-    @discardableResult
-    static func mustRun(_ program: String, _ arguments: [String], input: String = "") throws -> InboxProcess.Result {
-        let result = try run(program, arguments, input: input)
-        guard result.status == 0 else {
-            throw SetupFailure(
-                "\(program) \(arguments.joined(separator: " ")) exited \(result.status): \(result.stderr)")
-        }
-        return result
-    }
-
-    struct SetupFailure: Error, CustomStringConvertible {
-        let description: String
-        init(_ description: String) { self.description = description }
     }
 }
 
-/// A test user that receives mail through Postfix, with a mailbox (`/var/mail/USER`) and a container in its home.
+/// A test user in the tree that receives mail through its Postfix, with a mailbox (`/var/mail/USER`) and a container
+/// in its home. Paths are the tree's; the tests reach its files from here through `tree.path`.
 struct MailUser {
+    let tree: BootedTree
     let name: String
+    /// The user's ids in the tree (its `/etc/passwd`, not this machine's).
     let uid: uid_t
     let gid: gid_t
     let home: String
@@ -172,21 +127,41 @@ struct MailUser {
     var inboxAddress: String { name + "+inbox@localhost" }
     var mailbox: String { "/var/mail/" + name }
     var container: String { home + "/mail-app" }
+    /// The host's path of the container.
+    var containerHere: String { tree.path(container) }
 
     /// User `name` of `Postfix.users` (or `Postfix.procmailUser`), fresh for a test: no container, an empty
     /// mailbox (the user's and group mail's, as `useradd` makes it).
     init(_ name: String) throws {
-        try Postfix.ready.get()
+        tree = try Postfix.ready.get()
         precondition((Postfix.users + [Postfix.procmailUser]).contains(name), "\(name) is not a Postfix test user")
-        guard let entry = getpwnam(name) else { throw Postfix.SetupFailure("no user \(name)") }
         self.name = name
-        uid = entry.pointee.pw_uid
-        gid = entry.pointee.pw_gid
-        home = String(cString: entry.pointee.pw_dir)
-        if FileManager.default.fileExists(atPath: container) { try FileManager.default.removeItem(atPath: container) }
+        uid = try Self.number(tree.mustRun(["id", "-u", name]))
+        gid = try Self.number(tree.mustRun(["id", "-g", name]))
+        let entry = try Self.fields(tree.mustRun(["getent", "passwd", name]))
+        home = try String(#require(entry.count == 7 ? entry[5] : nil, "getent passwd \(name): \(entry)"))
+        let group = try Self.fields(tree.mustRun(["getent", "group", "mail"]))
+        let mail = try Self.number(#require(group.count == 4 ? group[2] : nil, "getent group mail: \(group)"))
+        if FileManager.default.fileExists(atPath: containerHere) {
+            try FileManager.default.removeItem(atPath: containerHere)
+        }
+        let mailbox = tree.path(self.mailbox)
         try Data().write(to: URL(fileURLWithPath: mailbox))
-        guard let mail = getgrnam("mail"), chown(mailbox, uid, mail.pointee.gr_gid) == 0, chmod(mailbox, 0o660) == 0
-        else { throw Postfix.SetupFailure("cannot hand \(mailbox) to \(name): errno \(errno)") }
+        try #require(
+            chown(mailbox, uid, mail) == 0 && chmod(mailbox, 0o660) == 0, "cannot hand \(mailbox) to \(name): \(errno)")
+    }
+
+    /// The fields of a line of `getent`, empty ones included.
+    private static func fields(_ result: InboxProcess.Result) -> [Substring] {
+        result.stdoutText.trimmingCharacters(in: .newlines).split(separator: ":", omittingEmptySubsequences: false)
+    }
+
+    private static func number(_ result: InboxProcess.Result) throws -> UInt32 {
+        try number(result.stdoutText.trimmingCharacters(in: .newlines)[...])
+    }
+
+    private static func number(_ text: Substring) throws -> UInt32 {
+        try #require(UInt32(text), "not a number: \(text)")
     }
 
     /// `inbox --container ~/mail-app import ARGS… -`, the command an MTA pipes the user's mail to.
@@ -201,27 +176,27 @@ struct MailUser {
 
     /// Writes `contents` to `~/NAME`, owned by the user.
     func write(_ name: String, _ contents: String) throws {
-        let path = home + "/" + name
+        let path = tree.path(home + "/" + name)
         try Data(contents.utf8).write(to: URL(fileURLWithPath: path))
-        guard chown(path, uid, gid) == 0, chmod(path, 0o644) == 0 else {
-            throw Postfix.SetupFailure("cannot hand \(path) to \(self.name): errno \(errno)")
-        }
+        try #require(
+            chown(path, uid, gid) == 0 && chmod(path, 0o644) == 0, "cannot hand \(path) to \(self.name): \(errno)")
     }
 
-    /// Makes the user's container: `inbox init`, run as the user.
+    /// Makes the user's container: the installed `inbox init`, run as the user in the tree.
     func initContainer() throws {
-        let result = try Postfix.run(
-            "/usr/bin/setpriv",
-            ["--reuid=\(uid)", "--regid=\(gid)", "--init-groups", Postfix.inbox, "--container", container, "init"])
+        let result = try tree.run([Postfix.inbox, "--container", container, "init"], as: name)
         try #require(result.status == 0, "inbox init as \(name) failed: \(result.stderr)")
     }
 
     /// How many messages the user's mailbox holds, as Python's `mailbox` module reads it, and its text.
     func mailboxMessages() throws -> (count: Int, text: String) {
+        let mailbox = tree.path(self.mailbox)
         guard let data = FileManager.default.contents(atPath: mailbox) else { return (0, "") }
         let script = #filePath.replacingOccurrences(
-            of: "CLITests/PostfixSupport.swift", with: "Oracle/mailbox_messages.py")
-        let digests = try Postfix.mustRun("/usr/bin/python3", [script, "mbox", mailbox])
+            of: "SystemTests/PostfixSupport.swift", with: "Oracle/mailbox_messages.py")
+        let digests = try InboxProcess.run(
+            [Array(script.utf8), Array("mbox".utf8), Array(mailbox.utf8)], executable: "/usr/bin/python3")
+        try #require(digests.status == 0, "the mailbox oracle failed: \(digests.stderr)")
         return (digests.lines.count, String(decoding: data, as: UTF8.self))
     }
 }
