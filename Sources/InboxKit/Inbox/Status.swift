@@ -55,7 +55,7 @@ package struct ContainerStatus: Sendable {
                     .flatMap { Int($0.trimmingWhitespace) }
             )
         }
-        let filesystem = try? Filesystem(of: container.openFolder(.inbox))
+        let filesystem = try? Filesystem(of: container.openFolder(.inbox), named: true)
         return ContainerStatus(
             rootBytes: container.rootBytes, watcherPID: WatcherLock.holder(of: container), places: places,
             overflows: overflows, lastScan: lastScan, inotifyLimits: limits, filesystem: filesystem)
