@@ -335,6 +335,7 @@ struct StatusCommand: Command {
 
     static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let status = try ContainerStatus.read(try Container.open(at: containerPath))
-        Output.line(arguments.flags.contains("--json") ? status.json : status.text)
+        guard !arguments.flags.contains("--json") else { return Output.line(status.json) }
+        for line in status.lines { Output.line(names: line) }
     }
 }
