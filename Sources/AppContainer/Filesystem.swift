@@ -7,8 +7,8 @@ import Glibc
 package struct Filesystem: Sendable, Equatable {
     /// `f_type` of `fstatfs`.
     package let type: Int64
-    /// The type as the mount table names it (`nfs4`, `fuse.sshfs`, `fuse`); nil for a local filesystem (the mount
-    /// table is not read for it) or one without a line.
+    /// The type as the mount table names it (`nfs4`, `fuse.sshfs`, `fuse`, `ext4` when asked for by `named`); nil
+    /// for a local filesystem not `named` (the mount table is not read for it) or one without a line.
     package let mountType: String?
     /// The mount's options, its own and its superblock's (`rw`, `vers=4.2`, `acdirmax=60`, `attr_timeout=30`).
     package let options: [String]
@@ -16,10 +16,11 @@ package struct Filesystem: Sendable, Equatable {
     /// mount ID, mount point and source; nil where the table was not read.
     package let mount: String?
 
-    /// The filesystem that holds the open file or folder `fd`.
-    package init(of fd: CInt) throws(Errno) {
+    /// The filesystem that holds the open file or folder `fd`. `named`: the mount table is read for a local
+    /// filesystem too, for its `name` (`status`), where others make do with `f_type`.
+    package init(of fd: CInt, named: Bool = false) throws(Errno) {
         type = try system_fstatfsType(fd)
-        guard Self.networkTypes.contains(type) || type == Self.fuseType else {
+        guard named || Self.networkTypes.contains(type) || type == Self.fuseType else {
             // A local filesystem: its type is all there is to know, and costs one call (every import asks).
             mountType = nil
             options = []
@@ -33,8 +34,8 @@ package struct Filesystem: Sendable, Equatable {
     }
 
     /// The filesystem that holds the open file or folder `descriptor`.
-    package init(of descriptor: borrowing FileDescriptor) throws(Errno) {
-        try self.init(of: descriptor.rawValue)
+    package init(of descriptor: borrowing FileDescriptor, named: Bool = false) throws(Errno) {
+        try self.init(of: descriptor.rawValue, named: named)
     }
 
     /// A filesystem as given, for tests.
@@ -68,6 +69,7 @@ package struct Filesystem: Sendable, Equatable {
     /// The options that set how long the client caches attributes and names (`acdirmax=60`, `lookupcache=all`,
     /// `attr_timeout=30`), for `status` to show.
     package var cacheOptions: [String] {
+        guard pollReason != nil else { return [] }
         let names = [
             "ac", "noac", "actimeo", "acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "attr_timeout",
             "entry_timeout", "negative_timeout", "cache",
@@ -78,8 +80,11 @@ package struct Filesystem: Sendable, Equatable {
         }
     }
 
-    /// Shown in messages: the mount table's name for the type, else the `f_type` as hex.
-    package var name: String { mountType ?? Self.typeName(type) }
+    /// Shown in messages and `status`: the mount table's name for the type (`ext4`, `fuse.sshfs`), else the name
+    /// of its `f_type` (`tmpfs`, `fuse`), else the `f_type` as hex.
+    package var name: String {
+        mountType ?? Self.typeNames[type] ?? "filesystem type 0x" + String(UInt64(bitPattern: type), radix: 16)
+    }
 
     /// `linux/magic.h`'s `FUSE_SUPER_MAGIC`.
     package static let fuseType: Int64 = 0x6573_5546
@@ -94,9 +99,17 @@ package struct Filesystem: Sendable, Equatable {
         0x564C, 0x0BD0_0BD0, 0x4750_4653,
     ]
 
-    private static func typeName(_ type: Int64) -> String {
-        "filesystem type 0x" + String(UInt64(bitPattern: type), radix: 16)
-    }
+    /// `linux/magic.h`'s names for the `f_type`s of common filesystems, for where the mount table has no line
+    /// (ext2, ext3 and ext4 share one).
+    static let typeNames: [Int64: String] = [
+        0xEF53: "ext2/ext3/ext4", 0x0102_1994: "tmpfs", 0x5846_5342: "xfs", 0x9123_683E: "btrfs", 0x2FC1_2FC1: "zfs",
+        0xF2F5_2010: "f2fs", 0xCA45_1A4E: "bcachefs", 0x794C_7630: "overlay", 0x8584_58F6: "ramfs",
+        0x7371_7368: "squashfs", 0x4D44: "vfat", 0x2011_BAB0: "exfat", 0x5346_544E: "ntfs", 0x7366_746E: "ntfs3",
+        0x9660: "iso9660", 0x1501_3346: "udf", 0x3153_464A: "jfs", 0x5265_4973: "reiserfs", fuseType: "fuse",
+        nfsType: "nfs", 0x517B: "smbfs", 0xFF53_4D42: "cifs", 0xFE53_4D42: "smb2", 0x0102_1997: "9p",
+        0x00C3_6400: "ceph", 0x5346_414F: "afs", 0x6B41_4653: "afs", 0x7375_7245: "coda", 0x564C: "ncp",
+        0x0BD0_0BD0: "lustre", 0x4750_4653: "gpfs",
+    ]
 
     /// The type and options of the mount of `device`, the last such line of `/proc/self/mountinfo` (a later mount
     /// hides an earlier one); nil when it cannot be read or has no line.

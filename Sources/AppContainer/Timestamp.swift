@@ -42,6 +42,15 @@ public struct Timestamp: Sendable, Hashable, Comparable {
             + "T\(pad(parts.tm_hour, 2)):\(pad(parts.tm_min, 2)):\(pad(parts.tm_sec, 2)).\(pad(millis, 3))Z"
     }
 
+    /// Whether this time lies more than `maxAge` seconds before `now`, to the nanosecond: 2.2 s before is more than
+    /// 2 s. A time so far back that the difference overflows is older than any age.
+    package func isMore(than maxAge: Int64, secondsBefore now: Timestamp) -> Bool {
+        let (age, overflow) = now.seconds.subtractingReportingOverflow(seconds)
+        if overflow { return seconds < 0 }
+        // `nanoseconds` lie in 0..<1e9 on both sides, so the whole seconds decide but for a tie.
+        return age > maxAge || age == maxAge && now.nanoseconds > nanoseconds
+    }
+
     /// Earlier first, to the nanosecond.
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
         (lhs.seconds, lhs.nanoseconds) < (rhs.seconds, rhs.nanoseconds)

@@ -16,10 +16,10 @@ struct VerifyCommand: Command {
         let report = try bundle.verify()
         switch report.state {
         case .notSealed:
-            Output.line("verify: \(bundle.name) holds no seal and nothing to verify")
+            Output.line(names: Array("verify: \(bundle.name) holds no seal and nothing to verify".utf8))
         case .intact:
             let count = report.resources == 1 ? "1 resource" : "\(report.resources) resources"
-            Output.line("verify: the seal of \(bundle.name) holds (\(count))")
+            Output.line(names: Array("verify: the seal of \(bundle.name) holds (\(count))".utf8))
         case .broken:
             for problem in report.problems {
                 Output.line(names: Array("\(problem.kind.rawValue): \(problem.path)".utf8))

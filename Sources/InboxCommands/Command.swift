@@ -126,19 +126,9 @@ package enum Output {
     }
 
     /// `inbox: <text>` on stderr, always one line: a control character (a newline or an escape in a name from
-    /// mail) is written escaped, `\n`, `\t`, `\r` or `\xHH`.
+    /// mail; C1 too) is written escaped, `\n`, `\t`, `\r` or `\xHH` (`TerminalText.escapedControls`).
     package static func problem(_ text: String) {
-        var line = "inbox: "
-        for scalar in text.unicodeScalars {
-            switch scalar.value {
-            case 0x0A: line += "\\n"
-            case 0x09: line += "\\t"
-            case 0x0D: line += "\\r"
-            case 0..<0x20, 0x7F: line += "\\x" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
-            default: line.unicodeScalars.append(scalar)
-            }
-        }
-        error(line)
+        error("inbox: " + TerminalText.escapedControls(in: text))
     }
 
     private static func write(_ fd: CInt, _ bytes: [UInt8]) {

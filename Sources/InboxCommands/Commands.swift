@@ -209,7 +209,7 @@ struct WatchCommand: Command {
         ("--on-arrival keep|move", "keep arrivals in the Inbox (default) or move each into Documents"),
         (
             "--exec CMD",
-            "run CMD (with sh -c) for each arrival: the file on stdin, INBOX_FILE, INBOX_NAME and INBOX_CONTAINER in its environment; it may print keep, move or delete"
+            "run CMD (with sh -c) for each arrival: the file on stdin, INBOX_FILE, INBOX_NAME and INBOX_CONTAINER in its environment. The first word it prints on stdout decides: keep, move or delete (in any case); nothing printed leaves it to --on-arrival; any other word keeps the item, with an error record and a line on stderr. A CMD that exits non-zero or times out keeps the item too"
         ),
         ("--hook-timeout SECONDS", "kill CMD after this long (default 60)"),
         ("--jobs N", "run at most N commands at once (default 2)"),
@@ -335,6 +335,7 @@ struct StatusCommand: Command {
 
     static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {
         let status = try ContainerStatus.read(try Container.open(at: containerPath))
-        Output.line(arguments.flags.contains("--json") ? status.json : status.text)
+        guard !arguments.flags.contains("--json") else { return Output.line(status.json) }
+        for line in status.lines { Output.line(names: line) }
     }
 }

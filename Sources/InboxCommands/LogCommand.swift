@@ -61,12 +61,15 @@ struct LogCommand: Command {
 }
 
 extension EventRecord {
-    /// `12  2026-11-29T16:37:38.123Z  moved  from=… to=…`, the fields in the order the record holds them.
+    /// `12  2026-11-29T16:37:38.123Z  moved  from="…" to="…"`, the fields in the order the record holds them, each
+    /// value quoted; every control character (C0, DEL, C1) escaped by `TerminalText`, on a terminal or not.
     var humanReadable: String {
         let skip: Set<String> = ["seq", "time", "event"]
         let keys = keysInOrder.filter { !skip.contains($0) && !$0.hasSuffix("_b64") }
-        let details = keys.compactMap { key in fields[key].map { "\(key)=\($0.debugDescription)" } }
-            .joined(separator: " ")
-        return "\(seq)  \(time)  \(event)  \(details)"
+        let details = keys.compactMap { key in
+            fields[key].map { TerminalText.escapedControls(in: key) + "=" + TerminalText.quoted($0) }
+        }.joined(separator: " ")
+        let shown = [time, event].map { TerminalText.escapedControls(in: $0) }
+        return "\(seq)  \(shown[0])  \(shown[1])  \(details)"
     }
 }

@@ -21,7 +21,7 @@ enum BackupWork {
         let undo = arguments.flags.contains("--undo")
         try container.setExcludedFromBackup(!undo, at: components)
         let path = container.rootBytes + components.flatMap { [0x2F] + $0.bytes }
-        Output.line(bytes: Array((undo ? "exclusion flag cleared: " : "excluded from backup: ").utf8) + path)
+        Output.line(names: Array((undo ? "exclusion flag cleared: " : "excluded from backup: ").utf8) + path)
     }
 
     /// `inbox backup`: a tar archive of what the backup plan includes.

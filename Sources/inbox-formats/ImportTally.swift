@@ -3,8 +3,8 @@ import InboxCommands
 import InboxFormats
 
 /// What `inbox import` says on stderr: one line a failure, a summary line only when more than one message or source
-/// was read (and on a terminal, always then), and the exit status of the first failure (ARCHITECTURE.md, "Mail
-/// import").
+/// was read (and on a terminal, always then), on a terminal one line for a lone message that delivered nothing, and
+/// the exit status of the first failure (ARCHITECTURE.md, "Mail import").
 struct ImportTally {
     private let sources: Int
     private var messages = 0
@@ -15,6 +15,8 @@ struct ImportTally {
     private var firstFailure: ContainerError?
     /// The first failure's line, held while it may turn out to be the only line (one source, one message).
     private var held: String?
+    /// Why the one message read so far delivered nothing; nil when it delivered something, or was refused.
+    private var deliveredNothing: String?
     /// How far the source being read has come.
     private var position: ImportProgress?
     private let progress = ProgressLine.standardError()
@@ -29,6 +31,7 @@ struct ImportTally {
         messages += 1
         flushHeld()
         attachments += message.attachments.count
+        deliveredNothing = Self.whyNothing(message)
         switch message.status {
         case .imported: break
         case .duplicate: duplicates += 1
@@ -70,6 +73,7 @@ struct ImportTally {
     func finish() throws(ContainerError) {
         guard let failure = firstFailure else {
             if several && progress.isTerminal { Output.problem(summary) }
+            if !several && progress.isTerminal, let deliveredNothing { Output.problem(deliveredNothing) }
             return
         }
         guard several else { throw failure }
@@ -78,6 +82,29 @@ struct ImportTally {
             line += "; \(failedSources) of \(sources) \(sources == 1 ? "source" : "sources") failed"
         }
         throw ContainerError(failure.code, line + " (see above)")
+    }
+
+    /// `duplicate of <id@example.org>, imported before with 2 attachments: nothing delivered from '/m.eml'`, `no
+    /// attachments in '/m.eml'`; nil for a message that delivered something, or was refused (its failure says so).
+    private static func whyNothing(_ message: ImportedMessage) -> String? {
+        guard message.attachments.isEmpty else { return nil }
+        let source = message.source == "-" ? "standard input" : "'\(message.source)'"
+        switch message.status {
+        case .duplicate:
+            let original = message.duplicateOf
+            let name =
+                original?.messageID.map { "<\($0)>" } ?? "the message with message_sha256 \(message.messageSHA256)"
+            let count = original.map { $0.attachments == 1 ? "1 attachment" : "\($0.attachments) attachments" }
+            return "duplicate of \(name), imported before\(count.map { " with " + $0 } ?? ""): nothing delivered from "
+                + source
+        case .imported where message.found == 0:
+            return "no attachments in \(source)"
+        case .imported:
+            return "nothing new in \(source): its \(message.found == 1 ? "attachment was" : "attachments were")"
+                + " delivered before"
+        case .refused:
+            return nil
+        }
     }
 
     /// `imported 2,881 messages: 2,902 attachments, 12 duplicates, 1 refused`.

@@ -47,6 +47,18 @@ import Testing
         #expect(outcome.disposition == expected)
     }
 
+    /// A first word that is not a disposition is kept as written, to be shown (issue 49); a long one cut.
+    @Test(
+        arguments: [
+            ("echo '  Yes please'", "Yes"), ("printf keeper", "keeper"), ("true", nil), ("echo move", nil),
+            ("printf '%040d' 0", String(repeating: "0", count: 32) + "…"),
+        ] as [(String, String?)])
+    func aFirstWordThatIsNoDispositionIsKeptToBeShown(command: String, expected: String?) throws {
+        let fixture = try HookFixture()
+        let outcome = try fixture.run(command, item: try fixture.item(try #require(FileName("a.txt")), [1]))
+        #expect(outcome.unknownAnswer.map { String(decoding: $0, as: UTF8.self) } == expected)
+    }
+
     @Test func failureKeepsTheExitStatusAndTheEndOfStderr() throws {
         let fixture = try HookFixture()
         let item = try fixture.item(try #require(FileName("a.txt")), [1])

@@ -25,3 +25,18 @@ import Testing
         #expect(status.places.filter { $0.place != .documents }.allSatisfy { $0.unreadable == 0 })
     }
 }
+
+/// Where the mount table has no line for it, a filesystem is named from its `f_type` (issue 49).
+@Suite struct FilesystemNameTests {
+    @Test func aTypeWithoutAMountLineIsNamedFromItsMagicNumber() {
+        let named = { (type: Int64) in Filesystem(type: type, mountType: nil, options: []).name }
+        #expect(named(0xEF53) == "ext2/ext3/ext4")
+        #expect(named(0x0102_1994) == "tmpfs")
+        #expect(named(0x5846_5342) == "xfs")
+        #expect(named(0x9123_683E) == "btrfs")
+        #expect(named(Filesystem.fuseType) == "fuse")
+        #expect(named(Filesystem.nfsType) == "nfs")
+        #expect(named(0x1234_5678) == "filesystem type 0x12345678")
+        #expect(Filesystem(type: 0xEF53, mountType: "ext4", options: []).name == "ext4", "the mount table first")
+    }
+}

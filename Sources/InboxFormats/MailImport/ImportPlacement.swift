@@ -19,8 +19,9 @@ struct StagedMessage {
 struct ImportPlacement {
     /// The attachments delivered now, with their ordinals.
     var delivered: [(ordinal: Int, item: InboxItem)] = []
-    /// True when the message was imported before, whole: nothing was delivered.
-    var duplicate = false
+    /// The message as the index knew it when it was imported before, whole: nothing was delivered.
+    var duplicateOf: ImportIndex.Imported?
+    var duplicate: Bool { duplicateOf != nil }
     var error: ContainerError?
 }
 
@@ -50,8 +51,8 @@ extension Inbox {
                 try settlePlacingRecords(index: index)
                 var done: [Set<Int>] = []
                 for (number, message) in messages.enumerated() {
-                    if try index.isComplete(message.key) {
-                        outcomes[number].duplicate = true
+                    if let imported = try index.imported(message.key) {
+                        outcomes[number].duplicateOf = imported
                         done.append(Set(message.attachments.indices))
                         continue
                     }

@@ -43,17 +43,24 @@ public struct ImportedMessage: Sendable {
     public let attachments: [Attachment]
     /// Why it was refused.
     public let reason: String?
+    /// Of a message imported now, how many attachments it holds, delivered now or before.
+    package var found = 0
+    /// A duplicate's original, as the import index knows it.
+    package var duplicateOf: ImportIndex.Imported?
 }
 
 extension ImportedMessage {
     /// `sourcePath` as text (U+FFFD for bytes that are not UTF-8).
     public var source: String { String(decoding: sourcePath, as: UTF8.self) }
 
-    /// The same message with another status and attachments.
-    func with(status: Status, attachments: [Attachment]) -> ImportedMessage {
+    /// The same message with another status and attachments, of `found` in all (or the duplicate of one).
+    func with(status: Status, attachments: [Attachment], found: Int, duplicateOf: ImportIndex.Imported?)
+        -> ImportedMessage
+    {
         ImportedMessage(
             sourcePath: sourcePath, messageID: messageID, subject: subject, from: from, date: date,
-            messageSHA256: messageSHA256, status: status, attachments: attachments, reason: reason)
+            messageSHA256: messageSHA256, status: status, attachments: attachments, reason: reason, found: found,
+            duplicateOf: duplicateOf)
     }
 
     /// The object `inbox import --json` prints for the message (ARCHITECTURE.md, "Mail import"): `source`,

@@ -153,7 +153,10 @@ public final class MailImporter {
                     item: item, size: message.attachments[ordinal].status.size, sha256: described[ordinal].sha256,
                     contentType: described[ordinal].contentType)
             }
-            each(headers.with(status: placement.duplicate ? .duplicate : .imported, attachments: attachments))
+            each(
+                headers.with(
+                    status: placement.duplicate ? .duplicate : .imported, attachments: attachments,
+                    found: message.attachments.count, duplicateOf: placement.duplicateOf))
         }
     }
 

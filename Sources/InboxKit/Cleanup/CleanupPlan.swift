@@ -85,10 +85,9 @@ package struct CleanupPlan: Sendable {
         return entries
     }
 
-    /// Whether `time` lies more than `maxAge` seconds before `now`.
+    /// Whether `time` lies more than `maxAge` seconds before `now`, to the nanosecond.
     func isOlder(_ time: Timestamp, than maxAge: Int64) -> Bool {
-        let (age, overflow) = now.seconds.subtractingReportingOverflow(time.seconds)
-        return overflow ? time.seconds < 0 : age > maxAge
+        time.isMore(than: maxAge, secondsBefore: now)
     }
 }
 

@@ -4,6 +4,23 @@ package enum TerminalText {
     /// `bytes` with every control character (C0, DEL, C1) and every byte that is not part of valid UTF-8 written
     /// as `\n`, `\t`, `\r` or `\xHH`, and a backslash as `\\`, so what is shown reads back to one exact name.
     package static func escaped(_ bytes: [UInt8]) -> [UInt8] {
+        escape(bytes, backslash: true, quote: false)
+    }
+
+    /// A message for a person (`inbox: …` on stderr): its control characters (C0, DEL, C1) escaped as `escaped`
+    /// writes them, so that it stays one line and moves no cursor; a backslash is left as it is, for a message
+    /// may hold a name already escaped.
+    package static func escapedControls(in text: String) -> String {
+        String(decoding: escape(Array(text.utf8), backslash: false, quote: false), as: UTF8.self)
+    }
+
+    /// `text` between double quotes, escaped as `escaped` writes it and a double quote as `\"` (`inbox log`'s
+    /// values).
+    package static func quoted(_ text: String) -> String {
+        "\"" + String(decoding: escape(Array(text.utf8), backslash: true, quote: true), as: UTF8.self) + "\""
+    }
+
+    private static func escape(_ bytes: [UInt8], backslash: Bool, quote: Bool) -> [UInt8] {
         var output: [UInt8] = []
         output.reserveCapacity(bytes.count)
         var index = 0
@@ -20,7 +37,8 @@ package enum TerminalText {
             case 0x0A: output += Array(#"\n"#.utf8)
             case 0x09: output += Array(#"\t"#.utf8)
             case 0x0D: output += Array(#"\r"#.utf8)
-            case 0x5C: output += Array(#"\\"#.utf8)
+            case 0x5C where backslash: output += Array(#"\\"#.utf8)
+            case 0x22 where quote: output += Array(#"\""#.utf8)
             case 0..<0x20, 0x7F: appendHex(UInt8(scalar), to: &output)
             case 0x80...0x9F: for byte in sequence { appendHex(byte, to: &output) }
             default: output += sequence

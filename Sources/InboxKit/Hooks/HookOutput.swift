@@ -18,6 +18,8 @@ struct HookOutput {
     }
 
     var disposition: Disposition? { firstWord.disposition }
+    /// The first word of stdout when it is not a disposition (see `HookOutcome.unknownAnswer`).
+    var unknownAnswer: [UInt8]? { firstWord.disposition == nil ? firstWord.shown : nil }
     var stderrTail: String { tail.text }
 
     /// How reading a hook's output ended.
@@ -87,16 +89,24 @@ struct HookOutput {
     }
 }
 
-/// The first whitespace-separated word of a stream, fed in chunks; longer words than any disposition are
-/// not kept.
+/// The first whitespace-separated word of a stream, fed in chunks; of a longer word, its first `limit` bytes are
+/// kept, to be shown.
 private struct FirstWord {
+    static let limit = 32
     private enum State { case leading, inWord, done }
     private var state = State.leading
     private var word: [UInt8] = []
     private var tooLong = false
 
+    /// The word, lowercased, when it is `keep`, `move` or `delete`.
     var disposition: Disposition? {
-        tooLong ? nil : Disposition(rawValue: String(decoding: word, as: UTF8.self))
+        let lowercased = word.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }  // ASCII only
+        return tooLong ? nil : Disposition(rawValue: String(decoding: lowercased, as: UTF8.self))
+    }
+
+    /// The word as written, `…` after one cut at `limit` bytes; nil when there was none.
+    var shown: [UInt8]? {
+        state == .leading ? nil : word + (tooLong ? Array("…".utf8) : [])
     }
 
     mutating func feed(_ bytes: UnsafeRawBufferPointer) {
@@ -110,10 +120,10 @@ private struct FirstWord {
                 return
             case .leading, .inWord:
                 state = .inWord
-                if word.count == 8 {
+                if word.count == Self.limit {
                     tooLong = true
                 } else {
-                    word.append((0x41...0x5A).contains(byte) ? byte | 0x20 : byte)  // ASCII lowercase
+                    word.append(byte)
                 }
             }
         }

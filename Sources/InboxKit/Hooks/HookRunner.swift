@@ -11,6 +11,9 @@ package struct HookOutcome: Sendable, Equatable {
     package let timedOut: Bool
     /// The first word it printed on stdout, lowercased, if that is `keep`, `move` or `delete`.
     package let disposition: Disposition?
+    /// The first word it printed on stdout when that is not `keep`, `move` or `delete` (at most 32 bytes of it, `…`
+    /// after a longer one cut); nil when it printed one of those, or nothing but white space.
+    package let unknownAnswer: [UInt8]?
     /// The last 2 KiB or so of its stderr, as lossy UTF-8.
     package let stderrTail: String
     /// Whether it ran in the Landlock sandbox, with no write access to the container.
@@ -22,8 +25,8 @@ package struct HookOutcome: Sendable, Equatable {
     /// A command that could not start: status 127, as from a shell, and the reason on stderr.
     static func couldNotStart(_ reason: String) -> HookOutcome {
         HookOutcome(
-            exitStatus: 127, signal: nil, timedOut: false, disposition: nil, stderrTail: "inbox: \(reason)\n",
-            landlocked: false)
+            exitStatus: 127, signal: nil, timedOut: false, disposition: nil, unknownAnswer: nil,
+            stderrTail: "inbox: \(reason)\n", landlocked: false)
     }
 }
 
@@ -174,7 +177,8 @@ package struct HookRunner: Sendable {
         let exitStatus: Int32? = signal == 0 && !timedOut ? (status >> 8) & 0xFF : nil
         return HookOutcome(
             exitStatus: exitStatus, signal: signal != 0 && signal != 0x7F ? signal : nil, timedOut: timedOut,
-            disposition: output.disposition, stderrTail: output.stderrTail, landlocked: landlocked)
+            disposition: output.disposition, unknownAnswer: output.unknownAnswer, stderrTail: output.stderrTail,
+            landlocked: landlocked)
     }
 
     /// The supervisor's report: the hook's wait status, or -errno when it could not start the hook; nil when

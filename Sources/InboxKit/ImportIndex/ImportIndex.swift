@@ -182,6 +182,29 @@ package final class ImportIndex {
         }
     }
 
+    /// A message imported whole, as the index knows it: what `inbox import` names a duplicate's original by.
+    package struct Imported: Sendable, Equatable {
+        /// Its `Message-ID`, without angle brackets; nil when it had none (or the index was rebuilt without it).
+        package let messageID: String?
+        /// How many attachments it had.
+        package let attachments: Int
+    }
+
+    /// The message with `key` when it was imported whole (`isComplete`); nil otherwise.
+    package func imported(_ key: [UInt8]) throws(ContainerError) -> Imported? {
+        try recovering { database throws(ContainerError) in
+            var imported: Imported?
+            try database.query(
+                "SELECT message_id, attachments FROM messages WHERE key = ? AND complete = 1", [.blob(key)]
+            ) { row in
+                imported = Imported(
+                    messageID: row.isNull(0) ? nil : String(decoding: row.blob(0), as: UTF8.self),
+                    attachments: Int(row.integer(1)))
+            }
+            return imported
+        }
+    }
+
     /// The attachments of the message the index knows of, by ordinal.
     package func parts(of key: [UInt8]) throws(ContainerError) -> [Int: Part] {
         try recovering { database throws(ContainerError) in

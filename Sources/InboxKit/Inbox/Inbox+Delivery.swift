@@ -206,7 +206,7 @@ extension Inbox {
         var old: [FileName] = []
         for name in names where Self.isStagingName(name) || Self.isImportStagingName(name) {
             guard !finished.contains(name), let status = try? fileStatus(in: folder.rawValue, name),
-                status.kind == .regular, now.seconds - status.modified.seconds > maxAge
+                status.kind == .regular, status.modified.isMore(than: maxAge, secondsBefore: now)
             else { continue }
             old.append(name)
         }

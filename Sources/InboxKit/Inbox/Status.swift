@@ -55,7 +55,7 @@ package struct ContainerStatus: Sendable {
                     .flatMap { Int($0.trimmingWhitespace) }
             )
         }
-        let filesystem = try? Filesystem(of: container.openFolder(.inbox))
+        let filesystem = try? Filesystem(of: container.openFolder(.inbox), named: true)
         return ContainerStatus(
             rootBytes: container.rootBytes, watcherPID: WatcherLock.holder(of: container), places: places,
             overflows: overflows, lastScan: lastScan, inotifyLimits: limits, filesystem: filesystem)
@@ -119,8 +119,18 @@ package struct ContainerStatus: Sendable {
 
     /// The report for a person.
     package var text: String {
-        var lines = ["container  \(root)"]
-        lines.append("watcher    " + (watcherPID.map { "running (pid \($0))" } ?? "not running"))
+        lines.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n")
+    }
+
+    /// The report for a person, a line each, the container's path exact to the byte (`inbox status` escapes each on
+    /// a terminal).
+    package var lines: [[UInt8]] {
+        [Array("container  ".utf8) + rootBytes] + details.map { Array($0.utf8) }
+    }
+
+    /// The lines of the report after the container's.
+    private var details: [String] {
+        var lines = ["watcher    " + (watcherPID.map { "running (pid \($0))" } ?? "not running")]
         for usage in places {
             let name = usage.place.relativePath(appName: "App").replacingEvery("App.app", with: "bundle")
             lines.append(
@@ -142,7 +152,7 @@ package struct ContainerStatus: Sendable {
                     } ?? ": inotify, never polled") + cache)
             if let advice = Self.cacheAdvice(filesystem) { lines.append("           \(advice)") }
         }
-        return lines.joined(separator: "\n")
+        return lines
     }
 
     /// On NFS, arrivals wait up to `acdirmax` (60 s by default) for the client's cached folder: the advice to mount

@@ -108,6 +108,17 @@ extension ArrivalPipeline {
     func fail(
         during: String, _ name: FileName, _ failure: ContainerError, folder: [UInt8], to records: inout EncodedEvents
     ) {
+        logError(during: during, name, failure, folder: folder, to: &records)
+        firstFailure = firstFailure ?? failure
+        if failure.code == .cannotCreate, failure.cause == .notSupported { refusal = refusal ?? failure }
+    }
+
+    /// Writes the `error` record and the stderr line of a failure (`fail` then keeps it for `watch --once`). Alone
+    /// for what `watch --once` does not count: a hook's answer that is not a disposition, whose item is kept as if
+    /// answered `keep`.
+    func logError(
+        during: String, _ name: FileName, _ failure: ContainerError, folder: [UInt8], to records: inout EncodedEvents
+    ) {
         records.begin(.error)
         records.field("during", during)
         records.field("path", folder: folder, name)
@@ -115,8 +126,6 @@ extension ArrivalPipeline {
         records.field("message", failure.message)
         records.end()
         report(failure.message)
-        firstFailure = firstFailure ?? failure
-        if failure.code == .cannotCreate, failure.cause == .notSupported { refusal = refusal ?? failure }
     }
 
     /// Applies the dispositions whose earlier try failed and whose time has come, when the item is still the one

@@ -40,7 +40,8 @@ extension ArrivalPipeline {
         try commit(records, durable: true)
     }
 
-    /// Asks the handler about each item and appends its `handled` record, with identity and disposition.
+    /// Asks the handler about each item and appends its `handled` record, with identity and disposition, and an
+    /// `error` record after it for a hook whose answer was not a disposition.
     private func appendAnswers(_ batch: [Prepared], arrivals: [Arrival], to records: inout EncodedEvents) {
         let answers = answer(batch, arrivals: arrivals)
         // A handler's word never deletes a whole folder.
@@ -48,21 +49,25 @@ extension ArrivalPipeline {
             prepared.disposition = .keep
         }
         for (prepared, answer) in zip(batch, answers) {
-            var event = answer
+            var event = answer.handled
             event.fields.append(("id", .string(prepared.identity.text)))
             event.fields.append(("disposition", .string(prepared.disposition.rawValue)))
             records.append(event)
+            if let unknown = answer.unknown {
+                logError(during: "hook", prepared.name, unknown, folder: loggedInbox, to: &records)
+            }
         }
     }
 
     /// Sets each arrival's disposition from its handler; returns the `handled` record of each, but for its
-    /// identity and disposition.
-    private func answer(_ batch: [Prepared], arrivals: [Arrival]) -> [Event] {
+    /// identity and disposition, and what is wrong with a hook's answer that is not a disposition.
+    private func answer(_ batch: [Prepared], arrivals: [Arrival]) -> [(handled: Event, unknown: ContainerError?)] {
         if let handler = handler {
             return zip(batch, arrivals).map { prepared, arrival in
                 prepared.disposition = handler.handle(arrival)
-                return Event(
+                let handled = Event(
                     .handled, ["path": .path(inbox.loggedPath(.inbox, prepared.name)), "handler": .string("library")])
+                return (handled, nil)
             }
         }
         guard let hooks else { return [] }
@@ -71,9 +76,18 @@ extension ArrivalPipeline {
             hooks, on: batch.map { ($0.name, $0.file.rawValue) }, inboxPath: container.pathBytes(.inbox),
             jobs: options.jobs)
         return zip(batch, outcomes).map { prepared, outcome in
-            // A failing or hanging handler leaves the item where it is.
-            prepared.disposition = outcome.succeeded ? outcome.disposition ?? fallback : .keep
-            return handledEvent(prepared, outcome)
+            // A failing or hanging handler leaves the item where it is; so does an answer that is none of the three
+            // (nothing printed leaves it to --on-arrival).
+            guard outcome.succeeded, let unknown = outcome.unknownAnswer else {
+                prepared.disposition = outcome.succeeded ? outcome.disposition ?? fallback : .keep
+                return (handledEvent(prepared, outcome), nil)
+            }
+            prepared.disposition = .keep
+            let answer = String(decoding: TerminalText.escaped(unknown), as: UTF8.self)
+            let message =
+                "the hook answered '\(answer)' for '\(inbox.itemPath(prepared.name))', not keep, move or delete:"
+                + " the item stays in the Inbox"
+            return (handledEvent(prepared, outcome), ContainerError(.badData, message))
         }
     }
 
