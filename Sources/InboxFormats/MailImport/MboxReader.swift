@@ -93,6 +93,11 @@ enum TemporaryCopy {
         try make(shown: "a message in memory") { copy throws(Errno) in try copy.writeAll(bytes) }
     }
 
+    /// A new empty file, for a message written into it as it comes (LMTP's data); `shown` names it in an error.
+    static func empty(shown: String) throws(ContainerError) -> SharedDescriptor {
+        try make(shown: shown) { _ throws(Errno) in }
+    }
+
     private static func make(shown: String, _ write: (borrowing FileDescriptor) throws(Errno) -> Void)
         throws(ContainerError) -> SharedDescriptor
     {
