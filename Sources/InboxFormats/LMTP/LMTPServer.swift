@@ -47,12 +47,11 @@ package final class LMTPServer: Sendable {
     /// Serves `listeners` until `stop()`, then waits for the sessions to end. Throws only when nothing can be
     /// accepted any more.
     package func run(_ listeners: [LMTPListener]) throws(ContainerError) {
-        var listening = listeners
-        defer { listening.removeAll() }
+        defer { for listener in listeners { listener.close() } }
         while true {
             let full = running.withLock { $0 } >= sessions
             var pollers = [stopping.read, ended.read].map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            if !full { pollers += listening.map { pollfd(fd: $0.socket.rawValue, events: Int16(POLLIN), revents: 0) } }
+            if !full { pollers += listeners.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) } }
             do {
                 _ = try system_poll(&pollers, timeout: -1)
             } catch {
@@ -60,12 +59,12 @@ package final class LMTPServer: Sendable {
             }
             if pollers[0].revents != 0 { break }
             if pollers[1].revents != 0 { drainEnded() }
-            for (listener, poller) in zip(listening, pollers.dropFirst(2)) where poller.revents != 0 {
+            for (listener, poller) in zip(listeners, pollers.dropFirst(2)) where poller.revents != 0 {
                 accept(on: listener)
             }
         }
         // No more connections: a client now finds nothing listening and tries again later.
-        listening.removeAll()
+        for listener in listeners { listener.close() }
         while running.withLock({ $0 }) > 0 {
             var poller = [pollfd(fd: ended.read, events: Int16(POLLIN), revents: 0)]
             // Woken by the last session's byte; a failed poll (ENOMEM) looks again.
@@ -78,7 +77,7 @@ package final class LMTPServer: Sendable {
     private func accept(on listener: LMTPListener) {
         let connection: CInt
         do {
-            connection = try system_accept(listener.socket.rawValue)
+            connection = try system_accept(listener.fd)
         } catch .wouldBlock, .connectionAborted {
             return
         } catch {
