@@ -168,6 +168,31 @@ struct LMTPCommandTests {
         )
     }
 
+    /// Socket activation as systemd does it: `systemd-socket-activate` binds the socket and hands it over in
+    /// LISTEN_FDS (at the first connection, as inbox-lmtp.socket does), and that socket is served. One handed over a
+    /// connection at a time (`--accept`, a socket unit's Accept=yes) is a usage error, 64.
+    @Test(
+        .enabled(if: FileManager.default.isExecutableFile(atPath: LMTPSite.activate), "needs systemd-socket-activate"))
+    func aSocketSystemdHandsOverIsServed() throws {
+        let site = try LMTPSite(containers: ["alice"])
+        let server = try site.startActivated()
+        let client = try #require(site.connectOnceListening())
+        #expect(client.codes() == ["220"])
+        #expect(client.transaction(MailFixtures.message, to: ["alice@example.org"]).last == "250")
+        #expect(try MailFixtures.contents(site.container("alice")).count == 3)
+        let stopped = try server.stop()
+        #expect(stopped.status == 0, "\(stopped.stderr)")
+        #expect(
+            stopped.stderr.contains("inbox: serving LMTP on unix:\(site.socket) for 1 container under \(site.root)\n"))
+
+        let perConnection = try site.startActivated(["--accept"])
+        let refused = try #require(site.connectOnceListening())
+        #expect(refused.isClosed() && refused.replies().isEmpty)
+        let said = try perConnection.stop().stderr
+        #expect(said.contains("inbox: descriptor 3 from systemd is not a listening stream socket"), "\(said)")
+        #expect(said.contains("Usage: inbox lmtp"), "a usage error, 64: \(said)")
+    }
+
     /// A TCP port nothing listens on now.
     private func freePort() throws -> UInt16 {
         let probe = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
@@ -222,6 +247,30 @@ struct LMTPSite {
         try InboxProcess.run(
             (Self.asNobody + [try SharedBinaries.ready()] + arguments).map { Array($0.utf8) }, input: Array(input.utf8),
             executable: Self.setpriv)
+    }
+
+    static let activate = "/usr/bin/systemd-socket-activate"
+
+    /// `systemd-socket-activate OPTIONS -l SOCKET inbox lmtp --root ROOT` as user 65534, once the socket is there
+    /// (the first connection starts inbox).
+    func startActivated(_ options: [String] = []) throws -> RunningLMTP {
+        try? FileManager.default.removeItem(atPath: socket)
+        let child = try InboxProcess.start(
+            (Self.asNobody + [Self.activate] + options + [
+                "-l", socket, try SharedBinaries.ready(), "lmtp", "--root", root,
+            ])
+            .map { Array($0.utf8) }, executable: Self.setpriv)
+        return RunningLMTP(child: child, socket: socket)
+    }
+
+    /// A connection to the socket, once something listens there (nil after 30 seconds).
+    func connectOnceListening() -> LMTPClient? {
+        var client: LMTPClient?
+        _ = waitUntil(timeout: 30) {
+            client = try? LMTPClient(unixPath: socket)
+            return client != nil
+        }
+        return client
     }
 
     /// `inbox lmtp --root ROOT --listen unix:SOCKET ARGS…` as user 65534, once it answers (`waitFor` connects).

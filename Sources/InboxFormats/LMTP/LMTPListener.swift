@@ -109,7 +109,8 @@ package final class LMTPListener {
                 else {
                     throw ContainerError(
                         .usage,
-                        "descriptor \(fd) from systemd is not a listening stream socket (a socket unit with Accept=no)")
+                        "descriptor \(fd) from systemd is not a listening stream socket: its socket unit must say Accept=no"
+                    )
                 }
                 listeners.append(try LMTPListener(address: address, fd: fd, made: nil))
             } catch let error as Errno {
