@@ -193,6 +193,27 @@ struct LMTPCommandTests {
         #expect(said.contains("Usage: inbox lmtp"), "a usage error, 64: \(said)")
     }
 
+    /// Without --root or --container it serves the folder of the default container, `$XDG_DATA_HOME/inbox`, as
+    /// the user units do; `$INBOX_CONTAINER` is not consulted.
+    @Test func itServesTheDefaultContainersFolderWhateverInboxContainerSays() throws {
+        let site = try LMTPSite(containers: ["alice"])
+        let data = site.folder.path + "/data"
+        for made in [data, data + "/inbox"] {
+            try FileManager.default.createDirectory(atPath: made, withIntermediateDirectories: false)
+            #expect(chown(made, 65534, 65534) == 0)
+        }
+        #expect(try site.run(["--container", data + "/inbox/me", "init"]).status == 0)
+        let environment = ["XDG_DATA_HOME": data, "INBOX_CONTAINER": site.container("alice")]
+        let server = try site.start(arguments: ["lmtp", "--listen", "unix:" + site.socket], environment: environment)
+        let client = try server.client()
+        #expect(
+            client.transaction(MailFixtures.message, to: ["me+inbox@example.org", "alice@example.org"]).last == "250")
+        #expect(try MailFixtures.contents(data + "/inbox/me").count == 3)
+        #expect(try MailFixtures.contents(site.container("alice")).isEmpty)
+        let said = try server.stop().stderr
+        #expect(said.hasPrefix("inbox: serving LMTP on unix:\(site.socket) for 1 container under \(data)/inbox\n"))
+    }
+
     /// A TCP port nothing listens on now.
     private func freePort() throws -> UInt16 {
         let probe = socket(AF_INET, CInt(SOCK_STREAM.rawValue), 0)
@@ -276,10 +297,16 @@ struct LMTPSite {
     /// `inbox lmtp --root ROOT --listen unix:SOCKET ARGS…` as user 65534, once it answers (`waitFor` connects).
     func start(_ arguments: [String] = [], waitFor: (() throws -> LMTPClient)? = nil) throws -> RunningLMTP {
         let listen = arguments.contains("--listen") ? [] : ["--listen", "unix:" + socket]
+        return try start(arguments: ["lmtp", "--root", root] + listen + arguments, waitFor: waitFor)
+    }
+
+    /// `inbox ARGUMENTS…` (an `lmtp` command line) as user 65534, once it answers.
+    func start(
+        arguments: [String], environment: [String: String] = [:], waitFor: (() throws -> LMTPClient)? = nil
+    ) throws -> RunningLMTP {
         let child = try InboxProcess.start(
-            (Self.asNobody + [try SharedBinaries.ready(), "lmtp", "--root", root] + listen + arguments).map {
-                Array($0.utf8)
-            }, executable: Self.setpriv)
+            (Self.asNobody + [try SharedBinaries.ready()] + arguments).map { Array($0.utf8) }, environment: environment,
+            executable: Self.setpriv)
         let server = RunningLMTP(child: child, socket: socket)
         let connect = waitFor ?? { try LMTPClient(unixPath: socket) }
         let answering = waitUntil(timeout: 30) {
