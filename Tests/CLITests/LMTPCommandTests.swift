@@ -145,7 +145,8 @@ struct LMTPCommandTests {
     }
 
     /// 64 without an address (no --listen, no socket from systemd) and for --root with --container; 73 for a
-    /// --container with no container; 75 when something listens on the socket already; 77 as root.
+    /// --container with no container and for a path that holds a file, not a socket; 75 when something listens on
+    /// the socket already; 77 as root.
     @Test func itsExitStatusesBeforeServing() throws {
         let site = try LMTPSite(containers: ["alice"])
         let noAddress = try site.run(["lmtp", "--root", site.root])
@@ -156,6 +157,10 @@ struct LMTPCommandTests {
         #expect(both.status == 64, "\(both.stderr)")
         let missing = try site.run(["lmtp", "--container", site.root + "/nobody", "--listen", "unix:" + site.socket])
         #expect(missing.status == 73, "\(missing.stderr)")
+        let file = try site.folder.file("run/file", "not a socket")
+        let notSocket = try site.run(["lmtp", "--root", site.root, "--listen", "unix:" + file])
+        #expect(notSocket.status == 73 && notSocket.stderr.contains("File exists"), "\(notSocket.stderr)")
+        #expect(FileManager.default.contents(atPath: file) == Data("not a socket".utf8), "left as it was")
         let server = try site.start()
         let busy = try site.run(["lmtp", "--root", site.root, "--listen", "unix:" + site.socket])
         #expect(busy.status == 75, "\(busy.stderr)")

@@ -59,9 +59,9 @@ package final class LMTPListener {
         do {
             try bytes.withUnsafeBytes { raw in Result { () throws(Errno) in try system_bind(socket, raw) } }.get()
         } catch .addressInUse {
-            guard case .unix(let path) = address, try fileStatus(in: currentDirectory, path).kind == .socket else {
-                throw .addressInUse
-            }
+            guard case .unix(let path) = address else { throw .addressInUse }
+            // Something else holds the name: never removed (73, "File exists").
+            guard try fileStatus(in: currentDirectory, path).kind == .socket else { throw .fileExists }
             let probe = FileDescriptor(owning: try system_socket(AF_UNIX, CInt(SOCK_STREAM.rawValue)))
             do throws(Errno) {
                 try bytes.withUnsafeBytes { raw in
