@@ -113,6 +113,7 @@ public final class MailImporter {
             do throws(MailError) {
                 try parsed.forEachAttachment { attachment throws(MailError) in
                     let (file, sha256) = try stage(attachment, of: message, in: folder, writes: batch.writes)
+                    if let why = attachment.notExpanded { staged.notExpanded[staged.attachments.count] = why }
                     staged.attachments.append(file)
                     described.append((sha256, attachment.contentType))
                 }

@@ -68,7 +68,7 @@ struct MboxReader {
 }
 
 /// A message copied to an unnamed temporary file (in `$TMPDIR`, else `/tmp`), so that standard input, a pipe or
-/// bytes in memory can be hashed and parsed from a file like any other.
+/// bytes in memory can be hashed and parsed from a file like any other; and a winmail.dat, for libytnef to read.
 enum TemporaryCopy {
     /// Standard input, and the offset where its message starts: a `From ` envelope line at its start is not
     /// part of the message.
@@ -91,6 +91,11 @@ enum TemporaryCopy {
     /// `bytes`, in a file.
     static func of(_ bytes: UnsafeRawBufferPointer) throws(ContainerError) -> SharedDescriptor {
         try make(shown: "a message in memory") { copy throws(Errno) in try copy.writeAll(bytes) }
+    }
+
+    /// An empty file, unnamed, in `$TMPDIR` (a winmail.dat to expand): gone once closed.
+    static func empty(shown: String) throws(ContainerError) -> SharedDescriptor {
+        try make(shown: shown) { _ throws(Errno) in }
     }
 
     private static func make(shown: String, _ write: (borrowing FileDescriptor) throws(Errno) -> Void)
