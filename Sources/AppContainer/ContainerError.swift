@@ -66,6 +66,11 @@ public struct ContainerError: Error, Sendable, CustomStringConvertible {
         case .noSpace, .quotaExceeded: hint = " (free some space and try again)"
         case .noLocks: hint = " (the filesystem gives no lock here: on NFS, is its lock service running?)"
         case .staleFile: hint = " (another file took its name just before: that file stays in the Inbox)"
+        case .permissionDenied where geteuid() == 0:
+            // Root refused: without CAP_DAC_READ_SEARCH, as the system unit runs (README.md, "Running as a service").
+            hint =
+                " (root without capabilities, as under the system unit: for a container another account owns,"
+                + " give the unit that account with User= and Group= in a drop-in)"
         case .notEmpty where doing == "move":
             hint = " (something was put into the folder made for it in Documents, which stays there: try again)"
         case .notSupported:

@@ -65,7 +65,9 @@ struct DeliverCommand: Command {
         let format = try ResultFormat(arguments)
         let container = try Container.open(at: containerPath)
         try container.requireSingleHost()
-        let inbox = try Inbox(container: container)
+        // What a script or an MTA hands over: no lock is waited for longer than a delivery allows (ARCHITECTURE.md,
+        // "Nothing blocks an MTA").
+        let inbox = try Inbox(container: container, lockWait: .delivery)
         // What was delivered is printed even when a later file fails: those stay delivered.
         let outcome = inbox.deliverReporting(sources)
         if format == .json {

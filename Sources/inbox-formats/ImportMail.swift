@@ -12,7 +12,11 @@ enum ImportMail {
         do {
             let container = try Container.open(at: containerPath)
             try container.requireSingleHost()
-            importer = try MailImporter(inbox: try Inbox(container: container), limits: try limits(arguments))
+            // An MTA waits on `-`: no lock is waited for longer than a delivery allows (ARCHITECTURE.md, "Nothing
+            // blocks an MTA").
+            let lockWait: LockWait = ImportCommand.readsStandardInput(sources) ? .delivery : .unbounded
+            importer = try MailImporter(
+                inbox: try Inbox(container: container, lockWait: lockWait), limits: try limits(arguments))
         } catch {
             throw ImportCommand.failedBeforeRunning(error, words: sources[...])
         }

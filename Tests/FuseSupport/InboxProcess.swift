@@ -43,6 +43,36 @@ public struct InboxProcess {
         try run(arguments.map { Array($0.utf8) }, input: Array(input.utf8), environment: environment)
     }
 
+    /// Runs `inbox ARGS…` to its end like `run`, and returns its peak resident memory in bytes (`ru_maxrss`).
+    /// Linux carries a process's peak over `exec` (the hiwater of the memory it replaced: the parent's, for the
+    /// vfork under `posix_spawn`), so a child spawned from this test process would report the test runner's. So
+    /// python3 forks, the copy of itself (about 10 MiB) execs `inbox`, and its `wait4` gives the peak: never below
+    /// the real one (`Benchmarks/spawn-each.c` measures closer, for the numbers).
+    public static func runMeasuringPeak(_ arguments: [String], input: [UInt8] = []) throws -> (Result, peakBytes: Int) {
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("peak-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: report) }
+        let wrapper = """
+            import os, sys
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    os.execv(sys.argv[2], sys.argv[2:])
+                finally:
+                    os._exit(127)
+            _, status, usage = os.wait4(pid, 0)
+            with open(sys.argv[1], "w") as f:
+                f.write(str(usage.ru_maxrss))
+            code = os.waitstatus_to_exitcode(status)
+            sys.exit(code if code >= 0 else 128 - code)
+            """
+        let result = try run(
+            (["-c", wrapper, report, binary] + arguments).map { Array($0.utf8) }, input: input,
+            executable: "/usr/bin/python3")
+        let kib = try String(contentsOfFile: report, encoding: .utf8)
+        guard let peak = Int(kib) else { throw POSIXError(.EIO) }
+        return (result, peak * 1024)
+    }
+
     /// Runs `inbox ARGS…` to its end, feeding `input` on stdin, killed (SIGKILL) after `seconds`: a command that
     /// loops or hangs on a filesystem must not hang the suite.
     public static func run(_ arguments: [String], input: String = "", killedAfter seconds: Int) throws -> Result {

@@ -162,6 +162,8 @@ extension BootedTreeTests {
             #expect(refused)
             #expect(try tree.property("ExecMainStatus", of: unit) == "77")
             #expect(try tree.property("NRestarts", of: unit) == "0")
+            let journal = try tree.mustRun(["journalctl", "--no-pager", "-o", "cat", "-u", unit]).stdoutText
+            #expect(journal.contains("with User= and Group= in a drop-in"), "\(journal)")
             try tree.mustRun(["systemctl", "reset-failed", unit])
 
             try Self.dropIn(unit, "account", "[Service]\nUser=mailapp\nGroup=mailapp\n", in: tree)

@@ -98,7 +98,7 @@ package enum ManPage {
             ),
             (
                 "events.lock, watch.lock, setup.lock, cleanup.lock, bundle.lock, import.lock",
-                "locks (flock): one appender of the log at a time, one watcher per container (status names its pid), one setup, one clean, one bundle install and one import at a time"
+                "locks (flock): one appender of the log at a time, one watcher per container (status names its pid), one setup, one clean, one bundle install and one import at a time; import - and deliver wait at most \(LockWait.deliveryBound.components.seconds) s for events.lock or import.lock while another holds it, then exit 75 naming its pid"
             ),
             (
                 "arrived.checkpoint, cleanup.intent, journal/",

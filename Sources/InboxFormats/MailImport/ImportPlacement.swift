@@ -11,6 +11,9 @@ struct StagedMessage {
     let source: [UInt8]
     /// In the message's order: an attachment's index is its ordinal.
     var attachments: [StagedDelivery]
+    /// By ordinal, why a winmail.dat is delivered as it is (`MailAttachment.notExpanded`): its `delivered` record's
+    /// `not_expanded`.
+    var notExpanded: [Int: String] = [:]
 
     var keyHex: String { SHA256Digest.hex(key) }
 }
@@ -131,7 +134,8 @@ extension Inbox {
         try index.settle(settlements.filter { !$0.notPlaced.isEmpty })
     }
 
-    /// The records of a batch placed: each message's `delivered` records (with `message_sha256`), then its
+    /// The records of a batch placed: each message's `delivered` records (with `message_sha256`, `ordinal`, and
+    /// `not_expanded` for a winmail.dat delivered as it is), then its
     /// `imported` record once none of its attachments is missing; a message imported before gets its `imported`
     /// record as a duplicate.
     private func importRecords(
@@ -141,11 +145,12 @@ extension Inbox {
         var placedOf = messages.map { _ in [Event]() }
         for (index, record) in delivered {
             var record = record
+            let (number, ordinal) = toPlace[index]
             record.fields += [
-                ("message_sha256", .string(messages[toPlace[index].message].keyHex)),
-                ("ordinal", .int(Int64(toPlace[index].ordinal))),
+                ("message_sha256", .string(messages[number].keyHex)), ("ordinal", .int(Int64(ordinal))),
             ]
-            placedOf[toPlace[index].message].append(record)
+            if let why = messages[number].notExpanded[ordinal] { record.fields.append(("not_expanded", .string(why))) }
+            placedOf[number].append(record)
         }
         var missingOf = messages.map { _ in 0 }
         for part in toPlace { missingOf[part.message] += 1 }

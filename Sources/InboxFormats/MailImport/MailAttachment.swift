@@ -7,10 +7,13 @@ public struct MailAttachment {
     public let name: FileName
     /// Lowercased `type/subtype`.
     public let contentType: String
+    /// Why a winmail.dat is delivered as it is, not expanded into its files (its size over
+    /// `MailLimits.maxTnefBytes`): the `not_expanded` of its `delivered` record. nil for any other attachment.
+    let notExpanded: String?
 
     fileprivate enum Source {
         case part(PartContent?)
-        case memory([UInt8])  // a file from a winmail.dat
+        case memory(UnsafeRawBufferPointer)  // a file from a winmail.dat, in libytnef's memory
     }
 
     fileprivate let source: Source
@@ -31,7 +34,7 @@ public struct MailAttachment {
             digest: digest)
         switch source {
         case .part(let content): try content?.decode(from: message.fd, into: &sink)
-        case .memory(let bytes): try bytes.withBytes { (buffer) throws(MailError) in try sink.write(buffer) }
+        case .memory(let bytes): try sink.write(bytes)
         }
         budget.current = Swift.max(budget.current, sink.written)
         return sink.written
@@ -58,7 +61,8 @@ private final class DecodeBudget {
 extension MailMessage {
     /// Calls `body` with each attachment in order (ARCHITECTURE.md, "Mail import"): every leaf part with a
     /// filename or the disposition `attachment`, at any depth, forwarded messages walked into; signatures,
-    /// `message/partial` and `message/external-body` left out; a winmail.dat replaced by its files.
+    /// `message/partial` and `message/external-body` left out; a winmail.dat replaced by its files, or delivered as
+    /// it is when it decodes to more than `limits.maxTnefBytes` (named or not; `notExpanded` says so).
     ///
     /// The bytes `decode(into:)` writes count against `limits.maxBytes` over the whole message; an attachment
     /// that `body` does not decode counts nothing.
@@ -72,35 +76,63 @@ extension MailMessage {
             return AttachmentName.nameless(nameless, contentType: contentType)
         }
         for leaf in try leaves() {
-            if leaf.isTnef, let files = try tnefFiles(leaf) {
-                for file in files {
-                    let attachment = MailAttachment(
-                        name: name(file.filename, file.contentType), contentType: file.contentType,
-                        source: .memory(file.data), message: self, budget: budget)
-                    try body(attachment)
-                    budget.commit()
+            var notExpanded: String?
+            if leaf.isTnef, let content = try content(of: leaf) {
+                let expanded = try withTnefFiles(content) { files throws(MailError) in
+                    for file in files {
+                        let attachment = MailAttachment(
+                            name: name(file.filename, file.contentType), contentType: file.contentType,
+                            notExpanded: nil, source: .memory(file.data), message: self, budget: budget)
+                        try body(attachment)
+                        budget.commit()
+                    }
                 }
-                continue
+                switch expanded {
+                case .expanded: continue
+                case .unreadable: break
+                case .overBound: notExpanded = "a winmail.dat over \(MailLimits.size(limits.maxTnefBytes))"
+                }
             }
-            guard leaf.isAttachment else { continue }
+            // One too large to expand is delivered, named or not: it may hold files.
+            guard leaf.isAttachment || notExpanded != nil else { continue }
             let attachment = MailAttachment(
-                name: name(leaf.filename, leaf.contentType), contentType: leaf.contentType,
+                name: name(leaf.filename, leaf.contentType), contentType: leaf.contentType, notExpanded: notExpanded,
                 source: .part(try content(of: leaf)), message: self, budget: budget)
             try body(attachment)
             budget.commit()
         }
     }
 
-    /// The files of a winmail.dat; nil when libytnef cannot read it or finds no file in it, so that it is delivered
-    /// as it is (nothing is lost).
-    private func tnefFiles(_ leaf: MimeLeaf) throws(MailError) -> [TnefFile]? {
-        guard let content = try content(of: leaf) else { return nil }
-        var sink = MemorySink(limit: limits.maxTnefBytes, what: "a winmail.dat")
-        try content.decode(from: fd, into: &sink)
-        guard let files = Tnef.files(in: sink.bytes, maxFiles: limits.maxParts + 1), !files.isEmpty else { return nil }
-        if files.count > limits.maxParts {
-            throw .refused("a winmail.dat of more than \(MailLimits.count(limits.maxParts)) files")
+    /// What became of a winmail.dat.
+    private enum TnefOutcome {
+        /// Replaced by its files.
+        case expanded
+        /// libytnef cannot read it, or finds no file in it: delivered as it is when it is an attachment.
+        case unreadable
+        /// It decodes to more than `limits.maxTnefBytes`: delivered as it is, never read by libytnef.
+        case overBound
+    }
+
+    /// Calls `body` with the files of a winmail.dat (ARCHITECTURE.md, "Mail import", TNEF), one winmail.dat at a time:
+    /// decoded into an unnamed file in `$TMPDIR` (up to `maxTnefBytes`: past it, it is not expanded), read from
+    /// there by libytnef, and all of it released before the next.
+    private func withTnefFiles(_ content: PartContent, _ body: ([TnefFile]) throws(MailError) -> Void)
+        throws(MailError) -> TnefOutcome
+    {
+        let spool: SharedDescriptor
+        do {
+            spool = try TemporaryCopy.empty(shown: "a winmail.dat")
+        } catch {
+            throw .io(error)
         }
-        return files
+        var sink = DescriptorSink(fd: spool.rawValue, limit: Int64(limits.maxTnefBytes), limitText: "")
+        do {
+            try content.decode(from: fd, into: &sink)
+        } catch {
+            // The sink is what refuses: the winmail.dat is larger than the bound.
+            if case .refused = error { return .overBound }
+            throw error
+        }
+        return try Tnef.withFiles(in: spool.rawValue, maxFiles: limits.maxParts, body) ? .expanded : .unreadable
     }
 }

@@ -13,8 +13,9 @@ public struct MailLimits: Sendable, Equatable {
     public var maxHeaderBlockBytes = 1 << 20
     /// The most bytes of header blocks, all parts together: GMime holds every header in memory.
     public var maxHeaderBytes = 16 << 20
-    /// The largest winmail.dat: libytnef reads a TNEF part whole into memory.
-    public var maxTnefBytes = 64 << 20
+    /// The largest winmail.dat expanded into its files: libytnef holds what it reads (up to twice this while it
+    /// reads one attribute). A larger one is delivered as it is, never refused for its size (ARCHITECTURE.md, TNEF).
+    public var maxTnefBytes = 16 << 20
 
     /// The limits of `inbox import` without `--max-bytes`.
     public init() {}

@@ -15,12 +15,14 @@ public final class MailImporter {
     private lazy var keys = MessageKey(digest: digest)
 
     /// An importer into `inbox`, with its container's import index open (rebuilt from the event log when missing
-    /// or damaged), and what a crashed import left repaired.
+    /// or damaged), and what a crashed import left repaired. It waits for `import.lock` and `events.lock` as
+    /// `inbox.lockWait` says: an Inbox opened with `.delivery` for what an MTA waits on (ARCHITECTURE.md, "Nothing
+    /// blocks an MTA").
     /// - Throws: SQLite's failure to open or make the index, with the exit status that matches it.
     public init(inbox: Inbox, limits: MailLimits = MailLimits()) throws(ContainerError) {
         self.inbox = inbox
         self.limits = limits
-        index = try ImportIndex(container: inbox.container)
+        index = try ImportIndex(container: inbox.container, lockWait: inbox.lockWait)
         digest = try SHA256Digest()
         try inbox.repairInterruptedImports(index: index)
     }
@@ -111,6 +113,7 @@ public final class MailImporter {
             do throws(MailError) {
                 try parsed.forEachAttachment { attachment throws(MailError) in
                     let (file, sha256) = try stage(attachment, of: message, in: folder, writes: batch.writes)
+                    if let why = attachment.notExpanded { staged.notExpanded[staged.attachments.count] = why }
                     staged.attachments.append(file)
                     described.append((sha256, attachment.contentType))
                 }

@@ -68,7 +68,7 @@ struct MboxReader {
 }
 
 /// A message copied to an unnamed temporary file (in `$TMPDIR`, else `/tmp`), so that standard input, a pipe or
-/// bytes in memory can be hashed and parsed from a file like any other.
+/// bytes in memory can be hashed and parsed from a file like any other; and a winmail.dat, for libytnef to read.
 enum TemporaryCopy {
     /// Standard input, and the offset where its message starts: a `From ` envelope line at its start is not
     /// part of the message.
@@ -93,7 +93,7 @@ enum TemporaryCopy {
         try make(shown: "a message in memory") { copy throws(Errno) in try copy.writeAll(bytes) }
     }
 
-    /// A new empty file, for a message written into it as it comes (LMTP's data); `shown` names it in an error.
+    /// An empty file, unnamed, in `$TMPDIR` (a winmail.dat to expand, LMTP's data as it comes): gone once closed.
     static func empty(shown: String) throws(ContainerError) -> SharedDescriptor {
         try make(shown: shown) { _ throws(Errno) in }
     }

@@ -28,7 +28,7 @@ struct PartContent {
     let encoding: Encoding
 }
 
-/// Receives decoded bytes: a descriptor (an attachment) or memory (a winmail.dat for libytnef).
+/// Receives decoded bytes (an attachment, or a winmail.dat for libytnef to read).
 protocol DecodedSink {
     mutating func write(_ bytes: UnsafeRawBufferPointer) throws(MailError)
 }
@@ -65,23 +65,6 @@ struct DescriptorSink: DecodedSink {
             throw .io(error)
         }
         written += Int64(bytes.count)
-    }
-}
-
-/// Collects in memory, up to `limit` bytes.
-struct MemorySink: DecodedSink {
-    let limit: Int
-    let what: String
-    private(set) var bytes: [UInt8] = []
-
-    init(limit: Int, what: String) {
-        self.limit = limit
-        self.what = what
-    }
-
-    mutating func write(_ bytes: UnsafeRawBufferPointer) throws(MailError) {
-        guard bytes.count <= limit - self.bytes.count else { throw .refused("\(what) over \(MailLimits.size(limit))") }
-        self.bytes += bytes
     }
 }
 

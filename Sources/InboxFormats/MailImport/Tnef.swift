@@ -1,18 +1,23 @@
+import AppContainer
 import CYtnef
 import Glibc
 import InboxKit
 
-/// A file inside a winmail.dat (ARCHITECTURE.md, "Mail import": an `application/ms-tnef` part is replaced by the files it holds).
+/// A file inside a winmail.dat (ARCHITECTURE.md, "Mail import": an `application/ms-tnef` part is replaced by the files
+/// it holds).
 struct TnefFile {
     /// The long filename, else the short one; nil for none.
     let filename: [UInt8]?
     /// The MIME tag Outlook recorded, lowercased; else `application/octet-stream`.
     let contentType: String
-    let data: [UInt8]
+    /// The file's bytes, in libytnef's memory: valid only inside `Tnef.withFiles`'s body.
+    let data: UnsafeRawBufferPointer
 }
 
-/// Reads the files of a TNEF stream with libytnef (ARCHITECTURE.md, "Mail import"). libytnef reads from memory,
-/// so a winmail.dat is held whole: `MailLimits.maxTnefBytes` bounds it.
+/// Reads the files of a TNEF stream with libytnef (ARCHITECTURE.md, "Mail import", TNEF). The stream is read from a
+/// file, an attribute at a time (libytnef's own I/O hooks), never held whole by us: what libytnef holds is each
+/// attribute it has read (its files' bytes, the MAPI properties), and while it reads one, that attribute twice.
+/// So a winmail.dat of N bytes costs up to 2N of memory, and `MailLimits.maxTnefBytes` bounds N.
 enum Tnef {
     private static let longFilename: UInt32 = 0x3707  // PR_ATTACH_LONG_FILENAME
     private static let mimeTag: UInt32 = 0x370E  // PR_ATTACH_MIME_TAG
@@ -21,32 +26,76 @@ enum Tnef {
     private static let unicode: UInt32 = 31  // PT_UNICODE
     private static let object: UInt32 = 13  // PT_OBJECT
 
-    /// The files in `stream`, in order; nil when libytnef cannot read it (the part is then delivered as it is).
-    static func files(in stream: [UInt8], maxFiles: Int) -> [TnefFile]? {
-        guard !stream.isEmpty, stream.count <= Int(Int32.max) else { return nil }
+    /// Where libytnef reads the stream: `fd` from offset 0, through `read` below.
+    private struct Input {
+        let fd: CInt
+        var offset: Int64 = 0
+    }
+
+    /// libytnef's `ReadProc`, as `fread` answers: reads `count` items of `size` bytes into `dest` and returns how
+    /// many whole items it read (fewer at the end of the file or on an error, which libytnef takes as a damaged
+    /// stream).
+    private static let read:
+        @convention(c) (UnsafeMutablePointer<TNEFIOStruct>?, CInt, CInt, UnsafeMutableRawPointer?)
+            -> CInt = { io, size, count, dest in
+                guard let io, let dest, let input = io.pointee.data?.assumingMemoryBound(to: Input.self), size > 0,
+                    count >= 0
+                else { return -1 }
+                let want = Int(size) * Int(count)
+                var done = 0
+                while done < want {
+                    let buffer = UnsafeMutableRawBufferPointer(start: dest + done, count: want - done)
+                    guard let read = try? system_pread(input.pointee.fd, into: buffer, at: input.pointee.offset),
+                        read > 0
+                    else { break }
+                    input.pointee.offset += Int64(read)
+                    done += read
+                }
+                return CInt(done / Int(size))
+            }
+
+    /// Calls `body` with the files of the TNEF stream in `fd` (read from its start), in order, and returns true;
+    /// returns false without calling it when libytnef cannot read the stream or finds no file in it (the part is
+    /// then delivered as it is). The files' bytes are libytnef's, released when this returns.
+    /// - Throws: `.refused` for more than `maxFiles` files, or what `body` throws.
+    static func withFiles(in fd: CInt, maxFiles: Int, _ body: ([TnefFile]) throws(MailError) -> Void)
+        throws(MailError) -> Bool
+    {
         let tnef = UnsafeMutablePointer<TNEFStruct>.allocate(capacity: 1)
+        // Zeroed first: `TNEFInitialize` leaves `Debug` as it finds it, and libytnef then prints a line per read.
+        tnef.initialize(to: TNEFStruct())
         defer { tnef.deallocate() }
         TNEFInitialize(tnef)
         defer { TNEFFree(tnef) }
-        var copy = stream
-        let status = copy.withUnsafeMutableBufferPointer { buffer in
-            TNEFParseMemory(buffer.baseAddress, CLong(buffer.count), tnef)
-        }
-        guard status == 0 else { return nil }
+        let input = UnsafeMutablePointer<Input>.allocate(capacity: 1)
+        input.initialize(to: Input(fd: fd))
+        defer { input.deallocate() }
+        tnef.pointee.IO.InitProc = nil
+        tnef.pointee.IO.CloseProc = nil
+        tnef.pointee.IO.ReadProc = read
+        tnef.pointee.IO.data = UnsafeMutableRawPointer(input)
+        guard TNEFParse(tnef) == 0 else { return false }
         var files: [TnefFile] = []
         var next = tnef.pointee.starting_attach.next
-        while let attachment = next, files.count < maxFiles {
+        while let attachment = next {
             next = attachment.pointee.next
-            if let file = file(attachment) { files.append(file) }
+            guard let file = file(attachment) else { continue }
+            if files.count == maxFiles {
+                throw .refused("a winmail.dat of more than \(MailLimits.count(maxFiles)) files")
+            }
+            files.append(file)
         }
-        return files
+        guard !files.isEmpty else { return false }
+        try body(files)
+        return true
     }
 
     private static func file(_ attachment: UnsafeMutablePointer<Attachment>) -> TnefFile? {
         let props = withUnsafeMutablePointer(to: &attachment.pointee.MAPI) { $0 }
         var data = bytes(attachment.pointee.FileData)
         if data.isEmpty, let embedded = inbox_tnef_property(props, object, dataObject) {
-            data = Array(bytes(embedded.pointee).dropFirst(16))  // an embedded object starts with its 16-byte GUID
+            let object = bytes(embedded.pointee)  // an embedded object starts with its 16-byte GUID
+            data = UnsafeRawBufferPointer(rebasing: object[Swift.min(16, object.count)...])
         }
         var filename: [UInt8]?
         if let long = inbox_tnef_property(props, unicode, longFilename) {
@@ -66,16 +115,17 @@ enum Tnef {
         return TnefFile(filename: filename, contentType: contentType, data: data)
     }
 
-    private static func bytes(_ value: variableLength) -> [UInt8] {
-        guard let data = value.data, value.size > 0 else { return [] }
-        return Array(UnsafeBufferPointer(start: data, count: Int(value.size)))
+    /// The bytes of a libytnef value, in place.
+    private static func bytes(_ value: variableLength) -> UnsafeRawBufferPointer {
+        guard let data = value.data, value.size > 0 else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+        return UnsafeRawBufferPointer(start: data, count: Int(value.size))
     }
 
-    private static func untilNul(_ bytes: [UInt8]) -> [UInt8] {
+    private static func untilNul(_ bytes: UnsafeRawBufferPointer) -> [UInt8] {
         Array(bytes.prefix { $0 != 0 })
     }
 
-    private static func utf8(fromUTF16LE bytes: [UInt8]) -> [UInt8] {
+    private static func utf8(fromUTF16LE bytes: UnsafeRawBufferPointer) -> [UInt8] {
         var units: [UInt16] = []
         var index = 0
         while index + 1 < bytes.count {

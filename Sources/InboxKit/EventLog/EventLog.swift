@@ -16,6 +16,9 @@ public final class EventLog: Sendable {
     package let maxBytes: Int
     /// How many rotated files are kept; older ones are deleted.
     package let keepRotated: Int
+    /// How long an append waits for `events.lock` while another holds it: bounded for a delivery an MTA waits on
+    /// (ARCHITECTURE.md, "Nothing blocks an MTA").
+    package let lockWait: LockWait
     /// The log's folder, open for the `*at` calls; closed in `deinit`.
     let folder: CInt
     private let writer = Mutex(Writer())
@@ -27,16 +30,18 @@ public final class EventLog: Sendable {
     /// The default of `keepRotated`: the preferences' `logKeepRotated`.
     package static let defaultKeepRotated = Int(Preferences().logKeepRotated)
 
-    /// Opens the log in `directory`, which must exist; the files are created on the first append.
+    /// Opens the log in `directory`, which must exist; the files are created on the first append. Appends wait for
+    /// `events.lock` as `lockWait` says.
     package init(
         directory: some CStringConvertible, maxBytes: Int = EventLog.defaultMaxBytes,
-        keepRotated: Int = EventLog.defaultKeepRotated
+        keepRotated: Int = EventLog.defaultKeepRotated, lockWait: LockWait = .unbounded
     ) throws(ContainerError) {
         let exact = directory.pathBytes
         self.directory = String(decoding: exact, as: UTF8.self)
         self.maxBytes = max(1, maxBytes)
         // One rotated file at least: the next log's first seq follows the newest one's name.
         self.keepRotated = max(1, keepRotated)
+        self.lockWait = lockWait
         do {
             folder = try FileDescriptor(exact, [.directory]).release()
         } catch {
@@ -48,10 +53,15 @@ public final class EventLog: Sendable {
     /// `logKeepRotated`): every writer of a container's log opens it so. Fails with exit status 65 when the
     /// preferences are not valid.
     public convenience init(container: Container) throws(ContainerError) {
+        try self.init(container: container, lockWait: .unbounded)
+    }
+
+    /// As `init(container:)`, its appends waiting for `events.lock` as `lockWait` says.
+    package convenience init(container: Container, lockWait: LockWait) throws(ContainerError) {
         let preferences = try Preferences.load(container)
         try self.init(
             directory: container.stateDirectoryBytes, maxBytes: Int(preferences.logMaxBytes),
-            keepRotated: Int(preferences.logKeepRotated))
+            keepRotated: Int(preferences.logKeepRotated), lockWait: lockWait)
     }
 
     /// The log of a container, for reading only: a reader never rotates it, so preferences that are not valid do
@@ -86,12 +96,7 @@ public final class EventLog: Sendable {
     /// will follow.
     public func lastSeq() throws(ContainerError) -> UInt64 {
         try writer.withLock { writer throws(ContainerError) -> UInt64 in
-            let lock = try openLock(&writer)
-            do throws(Errno) {
-                try system_flock(lock, LOCK_EX)
-            } catch {
-                throw error.failure("lock the event log", lockPath)
-            }
+            let lock = try takeFileLock(&writer)
             defer { try? system_flock(lock, LOCK_UN) }
             _ = try prepareLog(&writer)
             return writer.lastSeq
@@ -164,14 +169,10 @@ public final class EventLog: Sendable {
         }
     }
 
-    /// Takes the exclusive `flock` on `events.lock`; returns the descriptor to unlock.
+    /// Takes the exclusive `flock` on `events.lock`, waiting as `lockWait` says; returns the descriptor to unlock.
     private func takeFileLock(_ writer: inout Writer) throws(ContainerError) -> CInt {
         let lock = try openLock(&writer)
-        do {
-            try system_flock(lock, LOCK_EX)
-        } catch {
-            throw error.failure("lock the event log", lockPath)
-        }
+        try lockWait.lockExclusive(lock, doing: "lock the event log", path: lockPath)
         return lock
     }
 

@@ -40,12 +40,12 @@ extension ImportIndex {
     }
 
     /// The sound index of the state folder `directory`, rebuilt first when it is not (see above).
-    static func openDatabase(inStateFolder directory: [UInt8], underLock: Locking) throws(ContainerError)
-        -> SQLiteDatabase
+    static func openDatabase(inStateFolder directory: [UInt8], lockWait: LockWait, underLock: Locking)
+        throws(ContainerError) -> SQLiteDatabase
     {
-        if case .sound(let database) = try health(directory) { return database }
+        if case .sound(let database) = try health(directory, lockWait) { return database }
         var opened: SQLiteDatabase?
-        try underLock { () throws(ContainerError) in opened = try openHoldingLock(directory) }
+        try underLock { () throws(ContainerError) in opened = try openHoldingLock(directory, lockWait: lockWait) }
         guard let opened else {
             throw ContainerError(.failure, "cannot open the import index in '\(shown(directory))'")
         }
@@ -53,8 +53,8 @@ extension ImportIndex {
     }
 
     /// As `openDatabase`, for a caller that holds `import.lock`.
-    static func openHoldingLock(_ directory: [UInt8]) throws(ContainerError) -> SQLiteDatabase {
-        switch try health(directory) {
+    static func openHoldingLock(_ directory: [UInt8], lockWait: LockWait) throws(ContainerError) -> SQLiteDatabase {
+        switch try health(directory, lockWait) {
         case .sound(let database):
             return database
         case .unstamped(let database):
@@ -68,11 +68,11 @@ extension ImportIndex {
             }
             return database
         case .missing:
-            try rebuild(inStateFolder: directory, settingAside: nil)
+            try rebuild(inStateFolder: directory, settingAside: nil, lockWait: lockWait)
         case .damaged(let reason):
-            try rebuild(inStateFolder: directory, settingAside: reason)
+            try rebuild(inStateFolder: directory, settingAside: reason, lockWait: lockWait)
         }
-        switch try health(directory) {
+        switch try health(directory, lockWait) {
         case .sound(let database):
             return database
         case .damaged(let reason):
@@ -87,7 +87,7 @@ extension ImportIndex {
     static func shown(_ path: [UInt8]) -> String { String(decoding: path, as: UTF8.self) }
 
     /// Looks at the index file: missing, damaged, or open (and set to WAL, `synchronous=FULL`) when it is ours.
-    private static func health(_ directory: [UInt8]) throws(ContainerError) -> Health {
+    private static func health(_ directory: [UInt8], _ lockWait: LockWait) throws(ContainerError) -> Health {
         let path = directory + Array("/\(fileName)".utf8)
         let status: FileStatus?
         do {
@@ -108,7 +108,7 @@ extension ImportIndex {
             throw error.failure("open the import index", path)
         }
         do {
-            let database = try SQLiteDatabase(path: path)
+            let database = try SQLiteDatabase(path: path, busyTimeout: busyTimeout(lockWait))
             let health = try schemaHealth(database)
             if case .damaged = health { return health }
             try database.execute("PRAGMA journal_mode=\(journal.rawValue); PRAGMA synchronous=FULL;")

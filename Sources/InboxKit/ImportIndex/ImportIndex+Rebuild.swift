@@ -7,9 +7,11 @@ import Glibc
 /// place, so no one ever opens a half-built one.
 extension ImportIndex {
     /// Under `import.lock`: sets the index aside when `reason` says why (or when its WAL was left without it), logs
-    /// it (`during` what the damage was found), and builds a new one from the log of the state folder `directory`.
+    /// it (`during` what the damage was found; the log's lock waited for as `lockWait` says), and builds a new one
+    /// from the log of the state folder `directory`.
     static func rebuild(
-        inStateFolder directory: [UInt8], settingAside reason: String?, during: String = "open the import index"
+        inStateFolder directory: [UInt8], settingAside reason: String?, during: String = "open the import index",
+        lockWait: LockWait
     ) throws(ContainerError) {
         let shown = Self.shown(directory) + "/" + fileName
         let folder: FileDescriptor
@@ -18,7 +20,7 @@ extension ImportIndex {
         } catch {
             throw error.failure("open", directory)
         }
-        let log = try EventLog(directory: directory)
+        let log = try EventLog(directory: directory, lockWait: lockWait)
         var orphans = false
         do throws(Errno) {
             for suffix in ["-wal", "-shm"] where try present(fileName + suffix, in: folder.rawValue) { orphans = true }

@@ -21,6 +21,9 @@ package final class ImportIndex {
     private var opened: FileID?
     /// Whether this index's process holds `import.lock` now, through `locked`.
     private var holdingLock = false
+    /// How long this index waits for `import.lock`, for `events.lock` when it logs, and for SQLite's own locks
+    /// (`busyTimeout`): bounded for a delivery an MTA waits on (ARCHITECTURE.md, "Nothing blocks an MTA").
+    let lockWait: LockWait
 
     static let fileName = "import.sqlite"
     /// Held (`flock`) by whoever places, repairs or rebuilds: one at a time per container, across processes.
@@ -56,17 +59,18 @@ package final class ImportIndex {
     }
 
     /// Opens the container's index; one missing, damaged, foreign or unreadable is rebuilt from the event log first
-    /// (see `openDatabase`).
-    package convenience init(container: Container) throws(ContainerError) {
-        try self.init(stateFolder: container.stateDirectoryBytes)
+    /// (see `openDatabase`). It waits for its locks as `lockWait` says.
+    package convenience init(container: Container, lockWait: LockWait = .unbounded) throws(ContainerError) {
+        try self.init(stateFolder: container.stateDirectoryBytes, lockWait: lockWait)
     }
 
     /// Opens the index of the state folder `folder` (see `openDatabase`).
-    init(stateFolder folder: [UInt8]) throws(ContainerError) {
+    init(stateFolder folder: [UInt8], lockWait: LockWait = .unbounded) throws(ContainerError) {
         stateFolder = folder
-        database = try Self.openDatabase(inStateFolder: folder) { body throws(ContainerError) in
+        self.lockWait = lockWait
+        database = try Self.openDatabase(inStateFolder: folder, lockWait: lockWait) { body throws(ContainerError) in
             let path = folder + Array("/\(Self.lockName)".utf8)
-            let lock = try Self.lock(path)
+            let lock = try Self.lock(path, lockWait)
             defer { _ = lock.rawValue }
             try body()
         }
@@ -77,12 +81,13 @@ package final class ImportIndex {
     init(building database: SQLiteDatabase) {
         self.database = database
         stateFolder = nil
+        lockWait = .unbounded
     }
 
     /// Runs `body` holding `import.lock` (one placement, repair or rebuild at a time per container).
     package func locked<R>(_ body: () throws(ContainerError) -> R) throws(ContainerError) -> R {
         guard let stateFolder, !holdingLock else { return try body() }
-        let lock = try Self.lock(stateFolder + Array("/\(Self.lockName)".utf8))
+        let lock = try Self.lock(stateFolder + Array("/\(Self.lockName)".utf8), lockWait)
         holdingLock = true
         defer {
             holdingLock = false
@@ -103,24 +108,38 @@ package final class ImportIndex {
             try locked { () throws(ContainerError) in
                 guard let stateFolder else { return }
                 if try Self.identity(inStateFolder: stateFolder) == opened {
-                    try Self.rebuild(inStateFolder: stateFolder, settingAside: reason, during: "read the import index")
+                    try Self.rebuild(
+                        inStateFolder: stateFolder, settingAside: reason, during: "read the import index",
+                        lockWait: lockWait)
                 }
-                database = try Self.openHoldingLock(stateFolder)
+                database = try Self.openHoldingLock(stateFolder, lockWait: lockWait)
                 opened = try Self.identity(inStateFolder: stateFolder)
             }
             return try body(database)
         }
     }
 
-    /// Holds the lock file at `path` (made when missing) until the descriptor goes.
-    private static func lock(_ path: [UInt8]) throws(ContainerError) -> FileDescriptor {
+    /// Holds the lock file at `path` (made when missing) until the descriptor goes, waiting for it as `wait` says.
+    private static func lock(_ path: [UInt8], _ wait: LockWait) throws(ContainerError) -> FileDescriptor {
+        let lock: FileDescriptor
         do {
-            let lock = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
-            try system_flock(lock.rawValue, LOCK_EX)
-            return lock
+            lock = try FileDescriptor(path, [.readWrite, .create, .noFollow], mode: 0o644)
         } catch {
-            throw error.failure("lock", path)
+            throw error.failure("lock the import index", path)
         }
+        try wait.lockExclusive(
+            lock.rawValue, doing: "lock the import index", path: String(decoding: path, as: UTF8.self))
+        return lock
+    }
+
+    /// How long SQLite waits for another connection's lock on the index, in milliseconds: `wait`'s bound, else a
+    /// minute. Writers hold `import.lock`, so two never wait for each other here: this is a commit waiting for a
+    /// reader (a backup's snapshot) or a reader for a commit, of an index kept with a rollback journal (a network or
+    /// FUSE filesystem), or a connection waiting for another to recover the write-ahead log.
+    static func busyTimeout(_ wait: LockWait) -> CInt {
+        guard let bound = wait.bound else { return 60_000 }
+        let (seconds, attoseconds) = bound.components
+        return CInt(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000)
     }
 
     /// The device and inode of the index file in the state folder `directory`, if there is one.
@@ -144,10 +163,12 @@ package final class ImportIndex {
     }
 
     /// The staging names of the container's attachments recorded as placing; none when it has no index.
-    static func placingStagingNames(of container: Container) throws(ContainerError) -> Set<FileName> {
+    static func placingStagingNames(of container: Container, lockWait: LockWait) throws(ContainerError)
+        -> Set<FileName>
+    {
         guard try exists(in: container) else { return [] }
         var names: Set<FileName> = []
-        try ImportIndex(container: container).recovering { database throws(ContainerError) in
+        try ImportIndex(container: container, lockWait: lockWait).recovering { database throws(ContainerError) in
             try database.query("SELECT staging FROM parts WHERE delivered = 0") { row in
                 if let name = FileName(bytes: row.blob(0)) { names.insert(name) }
             }

@@ -6,7 +6,7 @@ extension Inbox {
     /// watcher's start, before anything else. Does nothing where the container has no import index.
     package func repairInterruptedImports() throws(ContainerError) {
         guard try ImportIndex.exists(in: container) else { return }
-        try repairInterruptedImports(index: try ImportIndex(container: container))
+        try repairInterruptedImports(index: try ImportIndex(container: container, lockWait: lockWait))
     }
 
     /// As `repairInterruptedImports()`, for a watcher's start, which goes on whatever fails: a failure is logged

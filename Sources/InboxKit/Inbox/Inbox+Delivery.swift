@@ -211,7 +211,8 @@ extension Inbox {
             old.append(name)
         }
         let placing =
-            old.contains(where: Self.isImportStagingName) ? try ImportIndex.placingStagingNames(of: container) : []
+            old.contains(where: Self.isImportStagingName)
+            ? try ImportIndex.placingStagingNames(of: container, lockWait: lockWait) : []
         let swept = old.filter { !placing.contains($0) }
         do {
             _ = try UnnamedFile.sweep(names, in: folder.rawValue)  // copies, never items: not logged

@@ -10,10 +10,23 @@ public final class Inbox: Sendable {
     /// The container's event log, where every delivery, arrival and move is recorded.
     public let log: EventLog
 
+    /// How long this Inbox's work waits for `events.lock` and `import.lock` while another holds them: bounded for a
+    /// delivery an MTA waits on (ARCHITECTURE.md, "Nothing blocks an MTA").
+    package let lockWait: LockWait
+
     /// The Inbox of an open container, with its event log.
     public init(container: Container) throws(ContainerError) {
         self.container = container
+        self.lockWait = .unbounded
         self.log = try EventLog(container: container)
+    }
+
+    /// The Inbox of an open container, whose log and import index wait for their locks as `lockWait` says:
+    /// `.delivery` for what an MTA drives (`inbox import -`, `inbox deliver`, an LMTP delivery).
+    package init(container: Container, lockWait: LockWait) throws(ContainerError) {
+        self.container = container
+        self.lockWait = lockWait
+        self.log = try EventLog(container: container, lockWait: lockWait)
     }
 
     /// Opens the Inbox of the container at `path`.

@@ -135,6 +135,11 @@ package final class WatcherLock: @unchecked Sendable {
                 + " another path to it (its lock there does not reach this one); stop it first")
     }
 
+    /// The pid that holds the `flock` on the open file `fd`, as the kernel tells it in `/proc/locks` (`FlockHolder`):
+    /// never stale, unlike the pid written in the file, which a watcher writes a moment after it takes the lock and
+    /// which a killed watcher leaves behind. Nil where `/proc/locks` does not say.
+    private static func lockingPid(_ fd: CInt) -> Int32? { FlockHolder(holding: fd)?.pid }
+
     /// The pid in the lock file; a watcher that has just taken the lock writes it a moment later, so it is
     /// waited for (a second at most).
     private static func writtenPid(_ fd: CInt) -> Int32? {
@@ -155,26 +160,5 @@ package final class WatcherLock: @unchecked Sendable {
         if let pid = lockingPid(file.rawValue) { return pid }
         let first = ((try? file.readToEnd()) ?? []).prefix { $0 != 0x0A }
         return Int32(String(decoding: first, as: UTF8.self).trimmingWhitespace) ?? 0
-    }
-
-    /// The pid that holds the `flock` on the open file `fd`, as the kernel tells it in `/proc/locks`: never
-    /// stale, unlike the pid written in the file, which a watcher writes a moment after it takes the lock and
-    /// which a killed watcher leaves behind. Nil where `/proc/locks` does not say.
-    private static func lockingPid(_ fd: CInt) -> Int32? {
-        guard let status = try? FileStatus(system_fstat(fd)),
-            let bytes = try? FileDescriptor("/proc/locks", [.readOnly]).readToEnd()
-        else { return nil }
-        let (major, minor) = FileID.majorMinor(status.device)
-        // "2: FLOCK  ADVISORY  WRITE 22378 fe:00:16245949 0 EOF"; a waiting lock's line has "->" after the number.
-        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n") {
-            let fields = line.split(separator: " ")
-            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE" else { continue }
-            let file = fields[5].split(separator: ":")
-            guard file.count == 3, UInt64(file[0], radix: 16) == major, UInt64(file[1], radix: 16) == minor,
-                UInt64(file[2]) == status.inode
-            else { continue }
-            return Int32(fields[4])
-        }
-        return nil
     }
 }
