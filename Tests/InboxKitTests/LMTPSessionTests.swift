@@ -93,6 +93,23 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.container.path(.inbox)).isEmpty)
     }
 
+    /// A delivery waits for the import's lock as `import -` does, 5 s at most ("Nothing blocks an MTA"): then 451,
+    /// naming who holds it, and the MTA tries again later; nothing is delivered.
+    @Test func aLockHeldPastTheDeliveryBoundIs451NamingItsHolder() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let lock = open(scratch.container.path(.applicationSupport) + "/inbox/import.lock", O_RDWR | O_CREAT, 0o600)
+        #expect(lock >= 0 && flock(lock, LOCK_EX) == 0)
+        defer { close(lock) }
+        let served = try Served(Self.settings(.container(Array(scratch.container.rootBytes))))
+        _ = served.replies(1)
+        served.send("LHLO m\r\nMAIL FROM:<a@x>\r\nRCPT TO:<me@x>\r\nDATA\r\n" + Self.message + ".\r\n")
+        let reply = served.replies(5).last ?? ""
+        #expect(reply.hasPrefix("451 4.3.0 <me@x> cannot lock") && reply.contains("within 5 s"), "\(reply)")
+        #expect(reply.contains("pid \(getpid())"), "\(reply)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.container.path(.inbox)).isEmpty)
+    }
+
     @Test func aSessionIdleTooLongIsClosedWith421() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
