@@ -200,6 +200,8 @@ deb: deps
 	@command -v dh >/dev/null 2>&1 || { echo "Installing debhelper"; \
 		$(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y debhelper; }
 	dpkg-checkbuilddeps
+	@# dh skips the build while its stamp of an earlier one is there: the package would hold that build's binaries.
+	rm -f debian/debhelper-build-stamp
 	debian/rules binary
 	@ls .build/inbox_*_$$(dpkg-architecture -qDEB_HOST_ARCH).deb
 

@@ -42,7 +42,10 @@ extension BootedTreeTests {
                 "/usr/lib/systemd/system/inbox-drain@.path", "/usr/lib/systemd/system/inbox-drain@.timer",
                 "/usr/lib/systemd/user/inbox-watch@.service", "/usr/lib/systemd/user/inbox-watch-all.service",
                 "/usr/lib/systemd/user/inbox-drain@.service", "/usr/lib/systemd/user/inbox-drain@.path",
-                "/usr/lib/systemd/user/inbox-drain@.timer",
+                "/usr/lib/systemd/user/inbox-drain@.timer", "/usr/lib/systemd/system/inbox-lmtp.socket",
+                "/usr/lib/systemd/system/inbox-lmtp.service", "/usr/lib/systemd/user/inbox-lmtp.socket",
+                "/usr/lib/systemd/user/inbox-lmtp.service", "/usr/lib/sysusers.d/inbox.conf",
+                "/usr/lib/tmpfiles.d/inbox.conf",
             ]
             #expect(Set(expected).subtracting(paths).isEmpty, "missing: \(Set(expected).subtracting(paths).sorted())")
             #expect(!paths.contains { $0.hasPrefix("/usr/local") || $0.hasPrefix("/etc") }, "\(paths.sorted())")
@@ -101,9 +104,13 @@ extension BootedTreeTests {
             }
             // "inbox-watch@.service disabled enabled": the unit's state, then Debian's preset.
             let units = try tree.systemctl(["list-unit-files", "--no-legend", "inbox*"]).lines
-            #expect(units.count == 4, "\(units)")
+            #expect(units.count == 6, "\(units)")
             #expect(units.allSatisfy { ["disabled", "static"].contains($0.split(separator: " ")[1]) }, "\(units)")
             #expect(try tree.systemctl(["list-units", "--no-legend", "--all", "inbox*"]).lines.isEmpty)
+            // The account inbox-lmtp.service runs as, and its folder, the account's alone.
+            #expect(try tree.mustRun(["getent", "passwd", "inbox"]).stdoutText.contains(":/var/lib/inbox:"))
+            let folder = try tree.mustRun(["stat", "-c", "%U %a", "/var/lib/inbox"]).stdoutText
+            #expect(folder == "inbox 700\n", "\(folder)")
         }
 
         /// `apt-get remove` takes the package's files and leaves a container, its files and its log as they were;

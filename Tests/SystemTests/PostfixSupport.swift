@@ -14,8 +14,14 @@ enum Postfix {
     /// The package's `inbox`, as the tree has it installed.
     static let inbox = "/usr/bin/inbox"
     /// The users the tests receive mail as, one a test, each with inbox as a recipient of its own.
-    static let users = [
-        "inbox-mta-mail", "inbox-mta-plain", "inbox-mta-later", "inbox-mta-twice", "inbox-mta-index", "inbox-mta-big",
+    static let users =
+        [
+            "inbox-mta-mail", "inbox-mta-plain", "inbox-mta-later", "inbox-mta-twice", "inbox-mta-index",
+            "inbox-mta-big",
+        ] + lmtpUsers
+    /// The users whose inbox copy Postfix delivers over LMTP (`transport_maps`), to the package's socket unit.
+    static let lmtpUsers = [
+        "inbox-lmtp-mail", "inbox-lmtp-none", "inbox-lmtp-twice", "inbox-lmtp-big", "inbox-lmtp-crash",
     ]
     /// A user whose mail procmail delivers, with no recipient for inbox.
     static let procmailUser = "inbox-mta-procmail"
@@ -27,10 +33,13 @@ enum Postfix {
     /// each test user's mail copied to `USER+inbox`, and a log of its own.
     static var settings: [String] {
         let copies = users.map { "\($0)@localhost=\($0)+inbox@localhost" }.joined(separator: ", ")
+        // README.md, "Mail import": inbox's copy to the socket inbox-lmtp.socket makes in Postfix's private/.
+        let lmtp = lmtpUsers.map { "\($0)+inbox@localhost=lmtp:unix:private/inbox-lmtp" }.joined(separator: ", ")
         return [
             "inet_interfaces = loopback-only", "myorigin = localhost", "mydestination = localhost", "relayhost =",
             "default_transport = error", "recipient_delimiter = +", "recipient_bcc_maps = inline:{ \(copies) }",
             "maillog_file = \(log)",
+            "transport_maps = inline:{ \(lmtp) }",
         ]
     }
 

@@ -1,0 +1,169 @@
+import Foundation
+import FuseSupport
+import Glibc
+import Testing
+
+/// Postfix delivering inbox's copy over LMTP, in the booted tree, as README.md, "Mail import", sets it up: the BCC
+/// map's `USER+inbox` routed by `transport_maps` to the package's socket unit (`private/inbox-lmtp`), served by
+/// `inbox lmtp --root /var/lib/inbox` as the account `inbox`; each recipient's reply is `import -`'s outcome
+/// (ARCHITECTURE.md, "LMTP").
+extension BootedTreeTests {
+    @Suite struct PostfixLMTPTests {
+        static let service = "inbox-lmtp.service"
+
+        /// A test user whose inbox copy goes over LMTP, with its container (`/var/lib/inbox/NAME`, the account
+        /// `inbox`'s) made unless `container` is false.
+        static func user(_ name: String, container: Bool = true) throws -> (MailUser, String) {
+            let user = try MailUser(name)
+            let tree = user.tree
+            try tree.mustRun(["systemctl", "start", "inbox-lmtp.socket"])
+            let path = "/var/lib/inbox/" + name
+            try tree.mustRun(["rm", "-rf", path])
+            if container { try tree.mustRun(["inbox", "--container", path, "init"], as: "inbox") }
+            return (user, path)
+        }
+
+        /// A message with one attachment of its own (`seed` makes its bytes), under a Message-ID of this run.
+        static func message(_ tag: String, seed: Int, size: Int = 2048) -> (id: String, text: String, sha256: String) {
+            let id = "\(tag)-\(UUID().uuidString)@inbox-test"
+            let bytes = Data((0..<size).map { UInt8(truncatingIfNeeded: ($0 &+ seed) &* 2_654_435_761 >> 13) })
+            let text = """
+                From: Alice <alice@example.org>
+                To: bob@example.org
+                Subject: over LMTP \(seed)
+                Date: Fri, 04 Dec 2026 09:00:00 +0000
+                Message-ID: <\(id)>
+                MIME-Version: 1.0
+                Content-Type: multipart/mixed; boundary="b"
+
+                --b
+                Content-Type: text/plain
+
+                One file attached.
+                --b
+                Content-Type: application/octet-stream
+                Content-Disposition: attachment; filename="file-\(seed).bin"
+                Content-Transfer-Encoding: base64
+
+                \(bytes.base64EncodedString(options: [.lineLength76Characters, .endLineWithLineFeed]))
+                --b--
+
+                """
+            return (id, text, MailFixtures.sha256(bytes))
+        }
+
+        /// Replaces the service's command line (a drop-in), or puts the shipped one back (nil), and restarts it: the
+        /// socket stays, so Postfix notices nothing.
+        static func serve(_ arguments: String?, in tree: BootedTree) throws {
+            let folder = "/etc/systemd/system/\(service).d"
+            try tree.mustRun(["rm", "-rf", folder])
+            if let arguments {
+                try tree.mustRun(["mkdir", "-p", folder])
+                try tree.mustRun(
+                    ["sh", "-c", "cat > \(folder)/test.conf"],
+                    input: "[Service]\nExecStart=\nExecStart=/usr/bin/inbox lmtp \(arguments)\n")
+            }
+            try tree.mustRun(["systemctl", "daemon-reload"])
+            try tree.mustRun(["systemctl", "restart", service])
+        }
+
+        @Test func theAttachmentsLandOnceAndTheMailboxKeepsTheMessage() throws {
+            let (user, container) = try Self.user("inbox-lmtp-mail")
+            let (id, text, digest) = Self.message("lmtp", seed: 1)
+
+            try Postfix.send(text, to: user.address)
+
+            let delivery = try Postfix.awaitDelivery(of: id, to: [user.address, user.inboxAddress])
+            let outcome = try #require(delivery.outcomes[user.inboxAddress]?.first)
+            #expect(outcome.hasPrefix("sent") && outcome.contains("private/inbox-lmtp"), "\(outcome)")
+            #expect(outcome.contains("250 2.0.0"), "\(outcome)")
+            #expect(delivery.outcomes[user.address]?.first?.hasPrefix("sent") == true, "\(delivery.outcomes)")
+            #expect(try MailFixtures.contents(user.tree.path(container)) == [digest])
+            #expect(try user.mailboxMessages().count == 1)
+            let imported = logRecords(user.tree.path(container), event: "imported")
+            #expect(imported.map { $0["source"] as? String } == ["lmtp"], "\(imported)")
+        }
+
+        /// Under `--root`, a recipient with no container there is refused at RCPT (550 5.1.1): Postfix bounces inbox's
+        /// copy at once, and the mailbox copy is delivered as ever.
+        @Test func aRecipientWithoutAContainerIsRefusedAndTheMailboxCopyIsUntouched() throws {
+            let (user, container) = try Self.user("inbox-lmtp-none", container: false)
+            let (id, text, _) = Self.message("none", seed: 2)
+
+            try Postfix.send(text, to: user.address)
+
+            let delivery = try Postfix.awaitDelivery(of: id, to: [user.address, user.inboxAddress])
+            let outcome = try #require(delivery.outcomes[user.inboxAddress]?.first)
+            #expect(outcome.hasPrefix("bounced") && outcome.contains("550 5.1.1"), "\(outcome)")
+            #expect(delivery.outcomes[user.address]?.first?.hasPrefix("sent") == true, "\(delivery.outcomes)")
+            #expect(try user.mailboxMessages().count == 1)
+            #expect(!FileManager.default.fileExists(atPath: user.tree.path(container)), "nothing made for it")
+        }
+
+        /// The same message sent twice is two deliveries to Postfix and one to the Inbox: the second is answered 250
+        /// as a duplicate.
+        @Test func aMessageSentTwiceDeliversItsAttachmentOnce() throws {
+            let (user, container) = try Self.user("inbox-lmtp-twice")
+            let (id, text, digest) = Self.message("twice", seed: 3)
+
+            try Postfix.send(text, to: user.address)
+            _ = try Postfix.awaitDelivery(of: id, to: [user.inboxAddress])
+            try Postfix.send(text, to: user.address)
+            let second = try Postfix.awaitDelivery(of: id, count: 2, to: [user.inboxAddress])
+
+            #expect(second.outcomes[user.inboxAddress]?.first?.hasPrefix("sent") == true, "\(second.outcomes)")
+            #expect(try MailFixtures.contents(user.tree.path(container)) == [digest])
+            let imported = logRecords(user.tree.path(container), event: "imported")
+            #expect(imported.map { $0["duplicate"] as? Bool ?? false } == [false, true], "\(imported)")
+        }
+
+        /// Over `--max-bytes`: 552 5.3.4 naming the limit, so Postfix bounces inbox's copy, with a `rejected` record;
+        /// the mailbox copy is delivered.
+        @Test func aMessageOverTheLimitIsBouncedNamingIt() throws {
+            let (user, container) = try Self.user("inbox-lmtp-big")
+            try Self.serve("--root /var/lib/inbox --max-bytes 1K", in: user.tree)
+            defer { _ = try? Self.serve(nil, in: user.tree) }
+            let (id, text, _) = Self.message("big", seed: 4, size: 4096)
+
+            try Postfix.send(text, to: user.address)
+
+            let delivery = try Postfix.awaitDelivery(of: id, to: [user.address, user.inboxAddress])
+            let outcome = try #require(delivery.outcomes[user.inboxAddress]?.first)
+            #expect(outcome.hasPrefix("bounced") && outcome.contains("552 5.3.4"), "\(outcome)")
+            #expect(outcome.contains("--max-bytes"), "\(outcome)")
+            #expect(delivery.outcomes[user.address]?.first?.hasPrefix("sent") == true, "\(delivery.outcomes)")
+            #expect(try MailFixtures.contents(user.tree.path(container)).isEmpty)
+            #expect(logRecords(user.tree.path(container), event: "rejected").count == 1)
+        }
+
+        /// `kill -9` of `inbox lmtp` while Postfix delivers 200 messages: systemd starts it again on the same socket,
+        /// Postfix retries what it was not answered (`postqueue -f`), and each attachment is in the Inbox once.
+        @Test func killedWhileDelivering200MessagesEachAttachmentLandsOnce() throws {
+            let (user, container) = try Self.user("inbox-lmtp-crash")
+            let tree = user.tree
+            let messages = (0..<200).map { Self.message("crash", seed: 1000 + $0) }
+
+            for message in messages { try Postfix.send(message.text, to: user.address) }
+            let inbox = tree.path(container + "/Documents/Inbox")
+            let started = tree.waitUntil(timeout: 120) {
+                ((try? FileManager.default.contentsOfDirectory(atPath: inbox)) ?? []).filter { !$0.hasPrefix(".") }
+                    .count >= 20
+            }
+            try #require(started, "Postfix did not start delivering over LMTP")
+            let killed = try tree.property("MainPID", of: Self.service)
+            try tree.mustRun(["sh", "-c", "kill -9 \"$1\"", "kill", killed])
+
+            // Done once Postfix's queue is empty: each message answered 250 (or bounced, which the contents show).
+            let done = tree.waitUntil(timeout: 300) {
+                _ = try? tree.run(["postqueue", "-f"])
+                let queue = (try? tree.run(["postqueue", "-j"]).stdoutText) ?? "?"
+                if !queue.isEmpty { usleep(500_000) }
+                return queue.isEmpty
+            }
+            #expect(done, "Postfix still holds messages for inbox")
+            #expect(try tree.property("ActiveState", of: Self.service) == "active")
+            #expect(try tree.property("MainPID", of: Self.service) != killed)
+            #expect(try MailFixtures.contents(tree.path(container)) == messages.map(\.sha256).sorted())
+        }
+    }
+}
