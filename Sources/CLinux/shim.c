@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -74,6 +75,10 @@ int inbox_posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *a
 
 int inbox_pipe2(int fds[2], int flags) {
     return pipe2(fds, flags);
+}
+
+int inbox_accept4(int fd, int flags) {
+    return accept4(fd, NULL, NULL, flags);
 }
 
 int inbox_set_no_new_privs(void) {

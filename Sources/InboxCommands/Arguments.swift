@@ -78,7 +78,7 @@ package struct Arguments {
 
     /// Every value given to `key`, in order, each once, exact to the byte: paths (ARCHITECTURE.md, "Paths are
     /// bytes").
-    func paths(_ key: String) -> [[UInt8]] {
+    package func paths(_ key: String) -> [[UInt8]] {
         var seen: Set<[UInt8]> = []
         return (repeated[key] ?? []).filter { seen.insert($0).inserted }
     }
@@ -91,7 +91,7 @@ package struct Arguments {
     }
 
     /// An option's value as a whole number; a usage error when it is not one.
-    func integer(_ key: String) throws(ContainerError) -> UInt64? {
+    package func integer(_ key: String) throws(ContainerError) -> UInt64? {
         guard let text = string(key) else { return nil }
         guard let value = UInt64(text) else {
             throw ContainerError(.usage, "'\(key)' needs a whole number, not '\(text)'")

@@ -15,12 +15,14 @@ package struct FormatsCommands {
     package var backup: Run
     package var restore: Run
     package var demo: Run
+    package var lmtp: Run
 
     package init(
         importMail: @escaping Run, backupPlan: @escaping Run, excludeFromBackup: @escaping Run, backup: @escaping Run,
-        restore: @escaping Run, demo: @escaping Run
+        restore: @escaping Run, demo: @escaping Run, lmtp: @escaping Run
     ) {
         self.importMail = importMail
+        self.lmtp = lmtp
         self.backupPlan = backupPlan
         self.excludeFromBackup = excludeFromBackup
         self.backup = backup

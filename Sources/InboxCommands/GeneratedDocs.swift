@@ -57,6 +57,11 @@ extension CleanCommand {
 }
 extension BackupCommand { static var valueCompletions: [String: ArgumentCompletion] { ["--to": .files] } }
 extension ImportCommand { static var valueCompletions: [String: ArgumentCompletion] { ["--max-bytes": .nothing] } }
+extension LMTPCommand {
+    static var valueCompletions: [String: ArgumentCompletion] {
+        ["--root": .folders, "--listen": .nothing, "--max-bytes": .nothing, "--sessions": .nothing]
+    }
+}
 extension HelpCommand { static var positionalCompletion: ArgumentCompletion { .words(commands.map { $0.name }) } }
 extension CompletionsCommand {
     static var positionalCompletion: ArgumentCompletion { .words(ShellCompletion.shells) }

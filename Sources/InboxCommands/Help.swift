@@ -8,7 +8,8 @@ var commands: [any Command.Type] {
     [
         InitCommand.self, DeliverCommand.self, MoveCommand.self, ListCommand.self, LogCommand.self, WatchCommand.self,
         StatusCommand.self, DemoCommand.self, CleanCommand.self, BackupPlanCommand.self, ExcludeFromBackupCommand.self,
-        BackupCommand.self, RestoreCommand.self, VerifyCommand.self, ImportCommand.self, HelpCommand.self,
+        BackupCommand.self, RestoreCommand.self, VerifyCommand.self, ImportCommand.self, LMTPCommand.self,
+        HelpCommand.self,
         CompletionsCommand.self,
         ManCommand.self,
     ]

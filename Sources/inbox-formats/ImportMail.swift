@@ -54,7 +54,7 @@ enum ImportMail {
     }
 
     /// The limits `--max-bytes` sets, named as the user wrote them in a refusal.
-    private static func limits(_ arguments: Arguments) throws(ContainerError) -> MailLimits {
+    static func limits(_ arguments: Arguments) throws(ContainerError) -> MailLimits {
         var limits = MailLimits()
         if let text = arguments.string("--max-bytes") {
             guard let bytes = CleanupPolicy.bytes(from: text) else {

@@ -17,5 +17,5 @@ FormatsCommands.installed = FormatsCommands(
     demo: { arguments, containerPath throws(ContainerError) in
         let samples = arguments.string("--samples") ?? "SampleAttachments"
         try Demo.run(samples: samples, containerPath: containerPath) { Output.line($0) }
-    })
+    }, lmtp: LMTPWork.run)
 runInboxAndExit()

@@ -67,6 +67,9 @@ int inbox_posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *a
 /// pipe2(2).
 int inbox_pipe2(int fds[2], int flags);
 
+/// accept4(2), the peer's address not asked for.
+int inbox_accept4(int fd, int flags);
+
 /// Raises the soft limit on open descriptors (RLIMIT_NOFILE) to the hard limit, as a process serving many
 /// containers needs (systemd starts services with 1024); hooks started by `inbox_spawn_supervised` after get
 /// the soft limit back. 0, or -1 and errno.

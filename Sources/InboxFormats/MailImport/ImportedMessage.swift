@@ -47,6 +47,8 @@ public struct ImportedMessage: Sendable {
     package var found = 0
     /// A duplicate's original, as the import index knows it.
     package var duplicateOf: ImportIndex.Imported?
+    /// Of a message refused, whether it was for not being a message (else it passed a limit).
+    package var notAMessage = false
 }
 
 extension ImportedMessage {

@@ -208,9 +208,11 @@ public final class MailImporter {
                     "source": .path(message.sourcePath), "message_sha256": .string(keyHex),
                     "reason": .string(reason),
                 ]), durable: true)
-        return ImportedMessage(
+        var refused = ImportedMessage(
             sourcePath: message.sourcePath, messageID: parsed?.messageID, subject: parsed?.subject, from: parsed?.from,
             date: parsed?.date, messageSHA256: keyHex, status: .refused, attachments: [], reason: reason)
+        if case .notAMessage = error { refused.notAMessage = true }
+        return refused
     }
 
     private static func duplicate(_ fd: CInt) throws(ContainerError) -> CInt {

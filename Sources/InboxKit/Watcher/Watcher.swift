@@ -226,7 +226,7 @@ public final class Watcher: Sendable {
 
 /// SIGTERM and SIGINT caught to stop a watcher or a fleet (`install`), until `release` gives them back the handling
 /// they had before. The handler only writes the signal's number to a pipe; a thread reads it and calls `stop`.
-final class SignalCatch: @unchecked Sendable {
+package final class SignalCatch: @unchecked Sendable {
     private struct Installed {
         let write: CInt
         let previous: [(CInt, sigaction)]
@@ -234,7 +234,11 @@ final class SignalCatch: @unchecked Sendable {
 
     private let installed = Mutex<Installed?>(nil)
 
-    func install(report: (@Sendable (String) -> Void)?, stop: @escaping @Sendable () -> Void) throws(ContainerError) {
+    package init() {}
+
+    package func install(report: (@Sendable (String) -> Void)?, stop: @escaping @Sendable () -> Void)
+        throws(ContainerError)
+    {
         let (read, write): (CInt, CInt)
         do {
             (read, write) = try system_pipe()
@@ -265,7 +269,7 @@ final class SignalCatch: @unchecked Sendable {
         }
     }
 
-    func release() {
+    package func release() {
         let taken = installed.withLock { installed in
             defer { installed = nil }
             return installed

@@ -1,0 +1,101 @@
+/// The data of a message as it streams in (RFC 5321 4.5.2): a dot at the start of a line dropped, each line end (CRLF,
+/// or a bare LF, read like one) written as one LF, and the end only at CRLF . CRLF, so that inbox and the MTA never
+/// disagree on where a message ends. A bare CR inside a line stays. Its state carries over from one input to the
+/// next, a byte at a time.
+struct DataUnstuffing: Equatable {
+    enum State: Equatable {
+        /// At the start of a line; `afterCRLF` when the line before ended with CRLF (the data's start counts).
+        case lineStart(afterCRLF: Bool)
+        /// A line that began with a dot, the dot dropped.
+        case dot(afterCRLF: Bool)
+        /// `.` then CR.
+        case dotCR(afterCRLF: Bool)
+        case middle
+        /// A CR inside a line, not yet written: a line end if LF follows.
+        case carriageReturn
+    }
+
+    var state = State.lineStart(afterCRLF: true)
+
+    /// Reads `input` from `position`, appending the message's bytes to `output` until it holds `limit` bytes or the
+    /// input ends; returns true at the end of the data, `position` then just past it.
+    mutating func read(_ input: [UInt8], from position: inout Int, into output: inout [UInt8], limit: Int) -> Bool {
+        while position < input.count && output.count < limit {
+            let byte = input[position]
+            position += 1
+            if feed(byte, into: &output) { return true }
+        }
+        return false
+    }
+
+    /// One byte; true when it ends the data.
+    private mutating func feed(_ byte: UInt8, into output: inout [UInt8]) -> Bool {
+        let cr: UInt8 = 0x0D
+        let lf: UInt8 = 0x0A
+        switch state {
+        case .middle:
+            if byte == cr {
+                state = .carriageReturn
+            } else if byte == lf {
+                output.append(lf)
+                state = .lineStart(afterCRLF: false)
+            } else {
+                output.append(byte)
+            }
+        case .carriageReturn:
+            if byte == lf {
+                output.append(lf)
+                state = .lineStart(afterCRLF: true)
+            } else {
+                output.append(cr)
+                state = .middle
+                return feed(byte, into: &output)
+            }
+        case .lineStart(let afterCRLF):
+            if byte == UInt8(ascii: ".") {
+                state = .dot(afterCRLF: afterCRLF)
+            } else {
+                state = .middle
+                return feed(byte, into: &output)
+            }
+        case .dot(let afterCRLF):
+            if byte == cr {
+                state = .dotCR(afterCRLF: afterCRLF)
+            } else {
+                state = .middle
+                return feed(byte, into: &output)
+            }
+        case .dotCR(let afterCRLF):
+            if byte == lf {
+                if afterCRLF { return true }
+                output.append(lf)
+                state = .lineStart(afterCRLF: true)
+            } else {
+                output.append(cr)
+                state = .middle
+                return feed(byte, into: &output)
+            }
+        }
+        return false
+    }
+}
+
+extension LMTPProtocol {
+    /// The data read so far, handed on a chunk at a time; `.deliver` once it ends; nil when the phase changed.
+    mutating func stepData() -> Action? {
+        var chunk: [UInt8] = []
+        chunk.reserveCapacity(min(limits.dataChunk, input.count - position + 1))
+        let ended = unstuffing.read(input, from: &position, into: &chunk, limit: limits.dataChunk)
+        if ended {
+            phase = .delivering
+            return chunk.isEmpty ? nil : .write(chunk)
+        }
+        if !chunk.isEmpty { return .write(chunk) }
+        guard !inputEnded else {
+            // The connection ended inside the data: nothing is delivered.
+            phase = .closing
+            return nil
+        }
+        return .read
+    }
+}
