@@ -575,10 +575,11 @@ def table(report):
                      f"{'met' if peak < MEMORY_GOAL_MIB else 'missed'})")
     lines.append("checked: inbox, each attachment in the container's Inbox exactly once with its SHA-256; Dovecot, "
                  "each message in its Maildir, its attachment's SHA-256 by Python's email. Peak RSS: VmHWM, for "
-                 "Dovecot summed over its processes (master, log, config, auth, one lmtp a session, ...). "
-                 f"syncs/msg: fsync, fdatasync and syncfs calls a message under strace -f -c (a run of its own, "
-                 f"{SYNC_MESSAGES} messages, untimed). Before each 250, inbox syncs the attachment, its import "
-                 "index (WAL and folder), the Inbox folder, the event log and its folder; Dovecot (mail_fsync = "
-                 "optimized, its default) the message file, the Maildir's new/ and dovecot-uidlist.")
+                 "Dovecot summed over its processes (master, log, config, auth, one lmtp a session, ...).")
+    if report["syncs"]:
+        lines.append(f"syncs/msg: fsync, fdatasync and syncfs calls a message under strace -f -c (a run of its own, "
+                     f"{SYNC_MESSAGES} messages, untimed). Before each 250, inbox syncs the attachment, its import "
+                     "index (WAL and folder), the Inbox folder, the event log and its folder; Dovecot (mail_fsync = "
+                     "optimized, its default) the message file, the Maildir's new/ and dovecot-uidlist.")
     lines += report["notes"]
     return "\n".join(lines)
