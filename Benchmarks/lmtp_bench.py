@@ -361,11 +361,14 @@ class Row:
         if not os.path.exists(listing):
             with open(listing, "w") as out:
                 out.writelines(path + "\n" for path, _ in messages)
-        done = subprocess.run([self.driver, "unix:" + server.socket, str(sessions), RECIPIENT, listing],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if done.returncode not in (0, 69):
-            raise RuntimeError(f"lmtp-load exited with status {done.returncode}: {done.stderr.strip()}")
-        return json.loads(done.stdout)
+        driver = subprocess.Popen([self.driver, "unix:" + server.socket, str(sessions), RECIPIENT, listing],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.children.add(driver)  # killed with the servers on an interruption
+        output, errors = driver.communicate()
+        self.children.discard(driver)
+        if driver.returncode not in (0, 69):
+            raise RuntimeError(f"lmtp-load exited with status {driver.returncode}: {errors.strip()}")
+        return json.loads(output)
 
     def timed(self, name, sessions, messages):
         """One timed run of a fresh server: the driver's report, CPU, peak RSS and the check of what it delivered."""
