@@ -220,8 +220,11 @@ class Server:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=err, stderr=err,
                                             start_new_session=True)
         self.children.add(self.process)
-        wait_for(lambda: os.path.exists(self.socket) and answers(self.socket), 30, f"{self.name}'s socket",
-                 self.process)
+        try:
+            wait_for(lambda: os.path.exists(self.socket) and answers(self.socket), 30, f"{self.name}'s socket",
+                     self.process)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}; its log: {' | '.join(self.log_tail())}") from None
 
     def pids(self):
         return tree(self.process.pid)
