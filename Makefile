@@ -25,8 +25,8 @@ DESTDIR ?=
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 # The units, as paths under systemd/: the services differ between the two managers, the path and timer do not.
-SYSTEM_UNITS = inbox-watch@.service inbox-drain@.service inbox-drain@.path inbox-drain@.timer
-USER_UNITS = user/inbox-watch@.service user/inbox-watch-all.service user/inbox-drain@.service inbox-drain@.path inbox-drain@.timer
+SYSTEM_UNITS = inbox-watch@.service inbox-drain@.service inbox-drain@.path inbox-drain@.timer inbox-lmtp.socket inbox-lmtp.service
+USER_UNITS = user/inbox-watch@.service user/inbox-watch-all.service user/inbox-drain@.service inbox-drain@.path inbox-drain@.timer user/inbox-lmtp.socket user/inbox-lmtp.service
 # The release builds of make bench and make install link the Swift runtime and FoundationEssentials in
 # (ARCHITECTURE.md, "Start-up and memory"): `inbox --help` starts about a third faster and the watcher's peak RSS
 # is 2-3 MiB lower than with the toolchain's shared libraries, and the installed binary needs no toolchain.

@@ -120,7 +120,7 @@ import Testing
 
     /// The exposure `systemd-analyze security` gives a system service: 0.0 (safe) to 10.0 (exposed). (It rates a
     /// user service as if it ran as root with every capability, so the user units are not rated.)
-    @Test(arguments: ["inbox-watch@.service", "inbox-drain@.service"])
+    @Test(arguments: ["inbox-watch@.service", "inbox-drain@.service", "inbox-lmtp.service"])
     func aSystemServiceRatesTwoOrBetter(_ unit: String) throws {
         let folder = try TemporaryFolder()
         let copy = try #require(try Self.install([unit], into: folder.path).first)
@@ -180,6 +180,20 @@ import Testing
         "set_robust_list", "set_tid_address", "setpgid", "shutdown", "sigaltstack", "socket", "socketpair",
         "statfs", "statx", "symlinkat", "syncfs", "unlinkat", "unshare", "utimensat", "vfork", "wait4", "waitid",
         "write",
+    ]
+
+    /// Every system call `strace -f` saw `inbox lmtp` make (a delivery into a container, a name refused, SIGTERM),
+    /// and those of its socket calls it makes elsewhere (socket activation, inet, the replaced socket, a batch's
+    /// syncfs). It starts no hook: no Landlock, no seccomp.
+    static let callsLMTPMakes: Set<String> = [
+        "accept4", "access", "arch_prctl", "bind", "brk", "clone3", "close", "connect", "dup2", "execve", "exit",
+        "exit_group", "fchmodat", "fcntl", "fdatasync", "flock", "fstatfs", "fsync", "ftruncate", "futex",
+        "getdents64", "geteuid", "getpid", "getrandom", "getsockname", "getsockopt", "gettid", "ioctl", "listen",
+        "lseek", "madvise", "mmap", "mprotect", "munmap", "newfstatat", "openat", "pipe2", "poll", "prctl", "pread64",
+        "prlimit64", "pwrite64", "read", "readlink", "readlinkat", "renameat2", "rseq", "rt_sigaction",
+        "rt_sigprocmask", "rt_sigreturn", "sched_getaffinity", "sendto", "set_robust_list", "set_tid_address",
+        "setsockopt", "sigaltstack", "socket", "statfs", "statx", "sync_file_range", "syncfs", "sysinfo", "uname",
+        "unlinkat", "write",
     ]
 
     /// A command line of a unit as systemd runs it: its prefixes (`+`, `-`, …) dropped, split into words at spaces
@@ -245,8 +259,9 @@ import Testing
         }
     }
 
-    /// A call outside the filter fails with EPERM: Landlock's would leave hooks unsandboxed, without a word.
-    @Test func everyServiceAllowsTheCallsTheWatcherAndItsHooksMake() throws {
+    /// A call outside the filter fails with EPERM: Landlock's would leave hooks unsandboxed, without a word; an
+    /// LMTP service's, a delivery failed.
+    @Test func everyServiceAllowsTheCallsItsProgramMakes() throws {
         let (system, user) = try Self.installedUnits()
         var cache: [String: Set<String>] = [:]
         for unit in (system + user).filter({ $0.hasSuffix(".service") }) {
@@ -257,7 +272,8 @@ import Testing
                 #expect(!name.hasPrefix("~"), "\(unit): an allow list only")
                 allowed.formUnion(name.hasPrefix("@") ? try Self.systemCalls(in: name, cache: &cache) : [name])
             }
-            let denied = Self.callsTheWatcherMakes.subtracting(allowed)
+            let calls = unit.hasSuffix("inbox-lmtp.service") ? Self.callsLMTPMakes : Self.callsTheWatcherMakes
+            let denied = calls.subtracting(allowed)
             #expect(denied.isEmpty, "\(unit) denies \(denied.sorted())")
         }
     }
@@ -310,5 +326,52 @@ import Testing
         let busy = try InboxProcess.run(arguments.map { Array($0.utf8) }, environment: ["INBOX_CONTAINER": container])
         #expect(busy.status == 75, "\(busy.stderr)")
         #expect(try watcher.stop().status == 0)
+    }
+
+    /// The LMTP services keep the watcher's sandbox, setting for setting, but for what they write (the containers'
+    /// folder), the home folder (the system one needs none) and the system calls (no hook to sandbox).
+    @Test func theLMTPServicesKeepTheWatchersSandbox() throws {
+        func settings(_ unit: String) throws -> [String: [String]] {
+            var found: [String: [String]] = [:]
+            for line in try Self.hardening(unit) where !line.hasPrefix("#") {
+                guard let equals = line.firstIndex(of: "=") else { continue }
+                found[String(line[..<equals]), default: []].append(String(line[line.index(after: equals)...]))
+            }
+            return found
+        }
+        let differ: Set<String> = ["ReadWritePaths", "ProtectHome", "SystemCallFilter"]
+        for folder in ["", "user/"] {
+            let watcher = try settings(folder + "inbox-watch@.service")
+            let lmtp = try settings(folder + "inbox-lmtp.service")
+            for (key, values) in watcher where !differ.contains(key) {
+                #expect(lmtp[key] == values, "\(folder)inbox-lmtp.service: \(key)")
+            }
+            #expect(lmtp["SystemCallFilter"] == ["@system-service"], "\(folder)inbox-lmtp.service")
+        }
+        #expect(try Self.values("ProtectHome", in: "inbox-lmtp.service") == ["yes"])
+        #expect(try Self.values("StateDirectory", in: "inbox-lmtp.service") == ["inbox"])
+        #expect(try Self.values("ReadWritePaths", in: "user/inbox-lmtp.service") == ["-%h/.local/share/inbox"])
+    }
+
+    /// DESIGN §14: the system socket in Postfix's private/, Postfix's alone, handed to one service that runs as an
+    /// account and serves the folder it writes; the user socket on loopback; both services take the socket from
+    /// systemd (no --listen) and never accept a connection each.
+    @Test func theLMTPSocketsAreWhereDesignSaysAndHandedToOneService() throws {
+        #expect(try Self.values("ListenStream", in: "inbox-lmtp.socket") == ["/var/spool/postfix/private/inbox-lmtp"])
+        #expect(try Self.values("SocketUser", in: "inbox-lmtp.socket") == ["postfix"])
+        #expect(try Self.values("SocketMode", in: "inbox-lmtp.socket") == ["0600"])
+        #expect(try Self.values("ListenStream", in: "user/inbox-lmtp.socket").allSatisfy { $0.hasPrefix("127.0.0.1:") })
+        for socket in ["inbox-lmtp.socket", "user/inbox-lmtp.socket"] {
+            #expect(try Self.values("Accept", in: socket) == ["no"], "\(socket)")
+        }
+        let user = try #require(try Self.values("User", in: "inbox-lmtp.service").first)
+        #expect(user != "root" && user != "0")
+        let system = try Self.values("ExecStart", in: "inbox-lmtp.service")
+        #expect(system == ["/usr/local/bin/inbox lmtp --root /var/lib/inbox"])
+        #expect(try Self.values("ExecStart", in: "user/inbox-lmtp.service") == ["/usr/local/bin/inbox lmtp"])
+        for service in ["inbox-lmtp.service", "user/inbox-lmtp.service"] {
+            #expect(try Self.values("Requires", in: service) == ["inbox-lmtp.socket"], "\(service)")
+            #expect(try Self.values("Also", in: service) == ["inbox-lmtp.socket"], "\(service)")
+        }
     }
 }

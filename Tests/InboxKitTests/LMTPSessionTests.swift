@@ -1,5 +1,6 @@
 import AppContainer
 import Foundation
+import FuseSupport
 import Glibc
 import Testing
 
@@ -16,16 +17,16 @@ import Testing
         + "Content-Type: application/pdf; name=r.pdf\r\nContent-Disposition: attachment; filename=r.pdf\r\n"
         + "Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQKJcOkw7zDtsOfCg==\r\n--B--\r\n"
 
-    /// A session served on a thread of its own; the test holds the client's end.
+    /// A session served on a thread of its own; the test holds the client's end (FuseSupport's `LMTPClient`).
     final class Served {
-        let client: CInt
+        let client: LMTPClient
         let stop: (read: CInt, write: CInt)
         private let ended = DispatchSemaphore(value: 0)
 
         init(_ settings: LMTPSession.Settings) throws {
             let (server, client) = try system_socketpair()
             stop = try system_pipe()
-            self.client = client
+            self.client = LMTPClient(owning: client)
             let session = LMTPSession(settings: settings)
             let stopRead = stop.read
             let ended = ended
@@ -37,39 +38,13 @@ import Testing
         }
 
         deinit {
-            close(client)
             close(stop.read)
             close(stop.write)
         }
 
-        func send(_ text: String) {
-            _ = Array(text.utf8).withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
-        }
+        func send(_ text: String) { client.send(text) }
 
-        /// The lines of `count` replies (a reply ends at a line with a space after its code), or fewer when the
-        /// session closes or 20 seconds pass.
-        func replies(_ count: Int) -> [String] {
-            var lines: [String] = []
-            var pending: [UInt8] = []
-            var done = 0
-            let deadline = Date().addingTimeInterval(20)
-            while done < count && Date() < deadline {
-                if let newline = pending.firstIndex(of: 0x0A) {
-                    let line = String(decoding: pending[..<newline].dropLast(), as: UTF8.self)
-                    pending.removeFirst(newline + 1)
-                    lines.append(line)
-                    if line.count > 3 && Array(line.utf8)[3] == 0x20 { done += 1 }
-                    continue
-                }
-                var poller = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
-                guard poll(&poller, 1, 100) > 0 else { continue }
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                let read = buffer.withUnsafeMutableBytes { Glibc.read(client, $0.baseAddress, $0.count) }
-                if read <= 0 { break }
-                pending += buffer[..<read]
-            }
-            return lines
-        }
+        func replies(_ count: Int) -> [String] { client.replies(count, timeout: 20) }
 
         /// Whether the session ended within 20 seconds.
         func hasEnded() -> Bool { ended.wait(timeout: .now() + 20) == .success }
@@ -115,6 +90,23 @@ import Testing
         let replies = served.replies(4)
         #expect(replies.last == "552 5.3.4 <me@x> refused: attachments over --max-bytes 4", "\(replies)")
         #expect(try scratch.inbox.log.records(kinds: [.rejected]).count == 2)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.container.path(.inbox)).isEmpty)
+    }
+
+    /// A delivery waits for the import's lock as `import -` does, 5 s at most ("Nothing blocks an MTA"): then 451,
+    /// naming who holds it, and the MTA tries again later; nothing is delivered.
+    @Test func aLockHeldPastTheDeliveryBoundIs451NamingItsHolder() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let lock = open(scratch.container.path(.applicationSupport) + "/inbox/import.lock", O_RDWR | O_CREAT, 0o600)
+        #expect(lock >= 0 && flock(lock, LOCK_EX) == 0)
+        defer { close(lock) }
+        let served = try Served(Self.settings(.container(Array(scratch.container.rootBytes))))
+        _ = served.replies(1)
+        served.send("LHLO m\r\nMAIL FROM:<a@x>\r\nRCPT TO:<me@x>\r\nDATA\r\n" + Self.message + ".\r\n")
+        let reply = served.replies(5).last ?? ""
+        #expect(reply.hasPrefix("451 4.3.0 <me@x> cannot lock") && reply.contains("within 5 s"), "\(reply)")
+        #expect(reply.contains("pid \(getpid())"), "\(reply)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.container.path(.inbox)).isEmpty)
     }
 

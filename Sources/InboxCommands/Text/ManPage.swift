@@ -65,7 +65,7 @@ package enum ManPage {
         ("INBOX_CONTAINER", "the container when --container is not given"),
         (
             "XDG_DATA_HOME",
-            "the default container is $XDG_DATA_HOME/inbox/default, or $HOME/.local/share/inbox/default when it is unset or empty; inbox-watch-all.service watches every container in $XDG_DATA_HOME/inbox (the same rule)"
+            "the default container is $XDG_DATA_HOME/inbox/default, or $HOME/.local/share/inbox/default when it is unset or empty; inbox-watch-all.service watches every container in $XDG_DATA_HOME/inbox (the same rule), and lmtp serves them without --root"
         ),
         ("COLUMNS", "the width help is wrapped to (else the terminal's, else 80)"),
         (
@@ -74,7 +74,11 @@ package enum ManPage {
         ),
         (
             "TMPDIR",
-            "where import copies a message it reads from standard input or another pipe, in a file with no name (default /tmp)"
+            "where import copies a message it reads from standard input or another pipe, and lmtp each message it is sent, in a file with no name (default /tmp)"
+        ),
+        (
+            "LISTEN_FDS, LISTEN_PID",
+            "set by systemd for a socket-activated service (inbox-lmtp.socket): lmtp serves those sockets when --listen is not given"
         ),
         (
             "INBOX_FILE, INBOX_NAME, INBOX_CONTAINER",
@@ -98,7 +102,7 @@ package enum ManPage {
             ),
             (
                 "events.lock, watch.lock, setup.lock, cleanup.lock, bundle.lock, import.lock",
-                "locks (flock): one appender of the log at a time, one watcher per container (status names its pid), one setup, one clean, one bundle install and one import at a time; import - and deliver wait at most \(LockWait.deliveryBound.components.seconds) s for events.lock or import.lock while another holds it, then exit 75 naming its pid"
+                "locks (flock): one appender of the log at a time, one watcher per container (status names its pid), one setup, one clean, one bundle install and one import at a time; import - and deliver wait at most \(LockWait.deliveryBound.components.seconds) s for events.lock or import.lock while another holds it, then exit 75 naming its pid (lmtp answers 451)"
             ),
             (
                 "arrived.checkpoint, cleanup.intent, journal/",
@@ -175,6 +179,10 @@ package enum ManPage {
                 "inbox --container ~/mail-app import ~/Mail/archive.mbox",
                 #""|/usr/local/bin/inbox --container /home/me/mail-app import -""#,
             ]
+        ),
+        (
+            "Serve Postfix over LMTP, as the account inbox, each recipient NAME+inbox@... delivered into /var/lib/inbox/NAME:",
+            ["systemctl enable --now inbox-lmtp.socket"]
         ),
         (
             "Move an Inbox file and a folder item into Documents; each new path is printed:",

@@ -25,7 +25,10 @@ package struct LMTPDelivery: Sendable {
         do {
             let container = try Container.open(at: path)
             try container.requireSingleHost()
-            let importer = try MailImporter(inbox: try Inbox(container: container), limits: limits)
+            // The MTA waits for the reply: no lock is waited for longer than a delivery allows, as for `import -`
+            // (ARCHITECTURE.md, "Nothing blocks an MTA"): past it, 451 naming the holder.
+            let importer = try MailImporter(
+                inbox: try Inbox(container: container, lockWait: .delivery), limits: limits)
             return Self.outcome(try importer.importMessage(fromFile: file, source: Self.source))
         } catch {
             return .failed(error.message)

@@ -6,16 +6,18 @@ import InboxKit
 /// "Start"). Non-blocking, so that the accept loop never waits in `accept`.
 package final class LMTPListener {
     package let address: LMTPAddress
-    let socket: SharedDescriptor
+    /// The socket, open until `close()`.
+    let fd: CInt
     /// The socket file this process made (its path and identity), removed at `close` if still the same.
     private let made: FileID?
+    private var closed = false
 
-    private init(address: LMTPAddress, socket: SharedDescriptor, made: FileID?) throws(ContainerError) {
+    private init(address: LMTPAddress, fd: CInt, made: FileID?) throws(ContainerError) {
         self.address = address
-        self.socket = socket
+        self.fd = fd
         self.made = made
         do {
-            try system_fcntl_setfl(socket.rawValue, O_NONBLOCK)
+            try system_fcntl_setfl(fd, O_NONBLOCK)
         } catch {
             throw error.failure("listen on", address.description)
         }
@@ -25,16 +27,17 @@ package final class LMTPListener {
     /// nothing listens there (75 when something does); other failures to bind are 73.
     package static func bind(_ address: LMTPAddress) throws(ContainerError) -> LMTPListener {
         let shown = address.description
-        let socket: SharedDescriptor
+        let raw: CInt
         do {
-            socket = SharedDescriptor(
-                FileDescriptor(owning: try system_socket(address.family, CInt(SOCK_STREAM.rawValue))))
-            if address.family != AF_UNIX { try system_setSocketOption(socket.rawValue, SO_REUSEADDR, 1) }
+            raw = try system_socket(address.family, CInt(SOCK_STREAM.rawValue))
         } catch {
             throw ContainerError(.cannotCreate, "cannot make a socket for \(shown): \(error)", cause: error)
         }
+        let socket = FileDescriptor(owning: raw)
         var made: FileID?
         do {
+            // A restart binds its port at once, whatever a connection of the last run left in TIME_WAIT.
+            if address.family != AF_UNIX { try system_setSocketOption(socket.rawValue, SO_REUSEADDR, 1) }
             try bindReplacingStale(socket.rawValue, address)
             if case .unix(let path) = address {
                 try system_fchmodat(currentDirectory, path, 0o660)
@@ -46,7 +49,7 @@ package final class LMTPListener {
         } catch {
             throw ContainerError(.cannotCreate, "cannot listen on \(shown): \(error)", cause: error)
         }
-        return try LMTPListener(address: address, socket: socket, made: made)
+        return try LMTPListener(address: address, fd: socket.release(), made: made)
     }
 
     /// `bind`; for a Unix socket whose path holds a socket nobody listens on (a server that ended without
@@ -56,9 +59,9 @@ package final class LMTPListener {
         do {
             try bytes.withUnsafeBytes { raw in Result { () throws(Errno) in try system_bind(socket, raw) } }.get()
         } catch .addressInUse {
-            guard case .unix(let path) = address, try fileStatus(in: currentDirectory, path).kind == .socket else {
-                throw .addressInUse
-            }
+            guard case .unix(let path) = address else { throw .addressInUse }
+            // Something else holds the name: never removed (73, "File exists").
+            guard try fileStatus(in: currentDirectory, path).kind == .socket else { throw .fileExists }
             let probe = FileDescriptor(owning: try system_socket(AF_UNIX, CInt(SOCK_STREAM.rawValue)))
             do throws(Errno) {
                 try bytes.withUnsafeBytes { raw in
@@ -98,7 +101,6 @@ package final class LMTPListener {
         guard count > 0 else { return nil }
         var listeners: [LMTPListener] = []
         for fd in 3..<(3 + count) {
-            let socket = SharedDescriptor(FileDescriptor(owning: fd))
             do {
                 try system_setCloseOnExec(fd)
                 guard try system_socketOption(fd, SO_ACCEPTCONN) == 1,
@@ -107,9 +109,10 @@ package final class LMTPListener {
                 else {
                     throw ContainerError(
                         .usage,
-                        "descriptor \(fd) from systemd is not a listening stream socket (a socket unit with Accept=no)")
+                        "descriptor \(fd) from systemd is not a listening stream socket: its socket unit must say Accept=no"
+                    )
                 }
-                listeners.append(try LMTPListener(address: address, socket: socket, made: nil))
+                listeners.append(try LMTPListener(address: address, fd: fd, made: nil))
             } catch let error as Errno {
                 throw ContainerError(.usage, "descriptor \(fd) from systemd is not a socket: \(error)")
             } catch let error as ContainerError {
@@ -121,13 +124,20 @@ package final class LMTPListener {
         return listeners
     }
 
-    /// The socket is closed with the last reference; a Unix socket this process made is removed then, when its
-    /// path still holds it (a server started since replaced it: that one stays).
-    deinit {
-        guard let made, case .unix(let path) = address, (try? Self.identity(path)) == made else { return }
-        // A socket file left behind is replaced by the next start.
-        _ = try? system_unlinkat(currentDirectory, path)
+    /// Stops listening: the socket is closed, and a Unix socket this process made removed when its path still
+    /// holds it (a server started since replaced it: that one stays).
+    package func close() {
+        guard !closed else { return }
+        closed = true
+        if let made, case .unix(let path) = address, (try? Self.identity(path)) == made {
+            // A socket file left behind is replaced by the next start.
+            _ = try? system_unlinkat(currentDirectory, path)
+        }
+        // The descriptor is released whatever close says; nothing was written through it.
+        _ = try? system_close(fd)
     }
+
+    deinit { close() }
 
     private static func identity(_ path: [UInt8]) throws(Errno) -> FileID {
         let status = try fileStatus(in: currentDirectory, path)

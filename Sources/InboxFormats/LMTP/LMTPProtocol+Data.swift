@@ -21,6 +21,15 @@ struct DataUnstuffing: Equatable {
     /// input ends; returns true at the end of the data, `position` then just past it.
     mutating func read(_ input: [UInt8], from position: inout Int, into output: inout [UInt8], limit: Int) -> Bool {
         while position < input.count && output.count < limit {
+            if state == .middle {
+                // Inside a line every byte but CR and LF is the message's: copied as a run.
+                let end = min(input.count, position + limit - output.count)
+                var stop = position
+                while stop < end && input[stop] != 0x0D && input[stop] != 0x0A { stop += 1 }
+                output.append(contentsOf: input[position..<stop])
+                position = stop
+                if stop == end { continue }
+            }
             let byte = input[position]
             position += 1
             if feed(byte, into: &output) { return true }

@@ -47,25 +47,31 @@ package final class LMTPServer: Sendable {
     /// Serves `listeners` until `stop()`, then waits for the sessions to end. Throws only when nothing can be
     /// accepted any more.
     package func run(_ listeners: [LMTPListener]) throws(ContainerError) {
-        var listening = listeners
-        defer { listening.removeAll() }
+        defer { for listener in listeners { listener.close() } }
+        /// Set when a connection could not be taken (no descriptor, no thread): the listeners rest until a session
+        /// ends or a second passes, rather than wake the loop again at once.
+        var resting = false
         while true {
             let full = running.withLock { $0 } >= sessions
             var pollers = [stopping.read, ended.read].map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            if !full { pollers += listening.map { pollfd(fd: $0.socket.rawValue, events: Int16(POLLIN), revents: 0) } }
+            if !full && !resting { pollers += listeners.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) } }
             do {
-                _ = try system_poll(&pollers, timeout: -1)
+                _ = try system_poll(&pollers, timeout: resting ? 1000 : -1)
             } catch {
                 throw ContainerError(.failure, "cannot wait for LMTP connections: \(error)", cause: error)
             }
             if pollers[0].revents != 0 { break }
             if pollers[1].revents != 0 { drainEnded() }
-            for (listener, poller) in zip(listening, pollers.dropFirst(2)) where poller.revents != 0 {
-                accept(on: listener)
+            if resting {
+                resting = false
+                continue
+            }
+            for (listener, poller) in zip(listeners, pollers.dropFirst(2)) where poller.revents != 0 {
+                if !accept(on: listener) { resting = true }
             }
         }
         // No more connections: a client now finds nothing listening and tries again later.
-        listening.removeAll()
+        for listener in listeners { listener.close() }
         while running.withLock({ $0 }) > 0 {
             var poller = [pollfd(fd: ended.read, events: Int16(POLLIN), revents: 0)]
             // Woken by the last session's byte; a failed poll (ENOMEM) looks again.
@@ -74,16 +80,17 @@ package final class LMTPServer: Sendable {
         }
     }
 
-    /// Takes one waiting connection and serves it on a thread of its own.
-    private func accept(on listener: LMTPListener) {
+    /// Takes one waiting connection and serves it on a thread of its own; false when it could not (said on the
+    /// report), and the connection waits or was closed.
+    private func accept(on listener: LMTPListener) -> Bool {
         let connection: CInt
         do {
-            connection = try system_accept(listener.socket.rawValue)
+            connection = try system_accept(listener.fd)
         } catch .wouldBlock, .connectionAborted {
-            return
+            return true
         } catch {
             session.settings.report("lmtp: cannot accept a connection on \(listener.address.description): \(error)")
-            return
+            return false
         }
         running.withLock { $0 += 1 }
         do {
@@ -99,8 +106,11 @@ package final class LMTPServer: Sendable {
         } catch {
             running.withLock { $0 -= 1 }
             session.settings.report("lmtp: cannot start a session: \(error)")
+            // The MTA finds the connection closed before a greeting and tries again later.
             try? system_close(connection)
+            return false
         }
+        return true
     }
 
     /// Empties the pipe sessions write to as they end (non-blocking: stops at EAGAIN).

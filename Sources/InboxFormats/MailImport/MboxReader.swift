@@ -93,8 +93,7 @@ enum TemporaryCopy {
         try make(shown: "a message in memory") { copy throws(Errno) in try copy.writeAll(bytes) }
     }
 
-    /// An empty file, unnamed, in `$TMPDIR` (a winmail.dat to expand, or LMTP's data written into it as it comes):
-    /// gone once closed; `shown` names it in an error.
+    /// An empty file, unnamed, in `$TMPDIR` (a winmail.dat to expand, LMTP's data as it comes): gone once closed.
     static func empty(shown: String) throws(ContainerError) -> SharedDescriptor {
         try make(shown: shown) { _ throws(Errno) in }
     }
