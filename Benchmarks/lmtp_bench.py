@@ -43,6 +43,7 @@ import json
 import os
 import pwd
 import random
+import resource
 import shutil
 import signal
 import socket
@@ -149,6 +150,18 @@ def cpu_ticks(pids):
         except (OSError, IndexError, ValueError):
             pass
     return total
+
+
+def host_ticks():
+    """(busy, steal, all) jiffies of every CPU since boot, from /proc/stat's first line."""
+    with open("/proc/stat") as stat:
+        user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in stat.readline().split()[1:9])
+    return user + nice + system + irq + softirq, steal, user + nice + system + idle + iowait + irq + softirq + steal
+
+
+def children_cpu():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def hwm_kib(pid):
@@ -379,9 +392,11 @@ class Row:
         try:
             server.start()
             os.sync()  # what the benchmark wrote before should not land on this run's clock
-            before = cpu_ticks(server.pids())
+            before, host_before, driver_before = cpu_ticks(server.pids()), host_ticks(), children_cpu()
             report = self.drive(server, sessions, messages)
             cpu = (cpu_ticks(server.pids()) - before) / TICK
+            driver_cpu = children_cpu() - driver_before
+            busy, steal, total = (after - was for after, was in zip(host_ticks(), host_before))
             rss_sum, rss_largest, pss = server.memory()
             processes = len(server.pids())
             status = server.stop()
@@ -399,7 +414,12 @@ class Row:
             "cpu_seconds": round(cpu, 2),
             "cpu_ms_per_message": round(cpu * 1000 / report["accepted"], 3) if report["accepted"] else None,
             "peak_rss_mib": round(rss_sum / 1024, 1), "largest_process_rss_mib": round(rss_largest / 1024, 1),
-            "pss_at_end_mib": round(pss / 1024, 1),
+            "pss_at_end_mib": round(pss / 1024, 1), "driver_cpu_seconds": round(driver_cpu, 2),
+            # The machine meanwhile: the hypervisor's steal, and the CPU that neither the server nor the driver used
+            # (other users' work, and kernel threads such as writeback), each a share of all CPU time.
+            "host_steal_pct": round(100 * steal / total, 1) if total else None,
+            "others_cpu_pct": round(max(0.0, 100 * (busy / TICK - cpu - driver_cpu) / (total / TICK)), 1)
+            if total else None,
             "processes": processes,
             "checked_once": once, "delivered_twice": twice, "extra_files": extra,
             "replies": report["replies"], "latency_ms": report["latency_ms"], "first_error": report["first_error"],
@@ -555,7 +575,7 @@ def table(report):
              f"{report['attachment_bytes']:,}-byte attachment each), one driver, median of {report['rounds']} "
              f"alternating rounds"]
     header = (f"{'server':<8} {'sessions':>8} {'msgs/s':>7} {'rounds msgs/s':>21} {'cpu ms/msg':>10} "
-              f"{'peak RSS MiB':>12} {'p50 ms':>7} {'p99 ms':>7} {'checked':>13} {'syncs/msg':>9}")
+              f"{'peak RSS MiB':>12} {'p50 ms':>7} {'p99 ms':>7} {'checked':>13} {'syncs/msg':>9} {'others':>6}")
     lines += [header, "-" * len(header)]
     for r in report["rows"]:
         rounds = ", ".join(f"{rate:,.0f}" for rate in r["round_rates"])
@@ -564,7 +584,7 @@ def table(report):
         lines.append(f"{r['server']:<8} {r['sessions']:>8} {r['median_rate']:>7,.0f} {rounds:>21} "
                      f"{r['cpu_ms_per_message'] or 0:>10.2f} {r['worst_peak_rss_mib']:>12.1f} "
                      f"{r['latency_ms']['p50']:>7.2f} {r['latency_ms']['p99']:>7.2f} {checked:>13} "
-                     f"{'-' if sync is None else sync:>9}")
+                     f"{'-' if sync is None else sync:>9} {r['others_cpu_pct']:>5.0f}%")
         if r["worst_extra"] or r["first_error"]:
             lines.append(f"  {r['server']}, {r['sessions']} sessions: {r['worst_extra']} delivered twice or "
                          f"unexpected; first error: {r['first_error']}; replies {json.dumps(r['replies'])}")
@@ -581,7 +601,9 @@ def table(report):
                      f"{'met' if peak < MEMORY_GOAL_MIB else 'missed'})")
     lines.append("checked: inbox, each attachment in the container's Inbox exactly once with its SHA-256; Dovecot, "
                  "each message in its Maildir, its attachment's SHA-256 by Python's email. Peak RSS: VmHWM, for "
-                 "Dovecot summed over its processes (master, log, config, auth, one lmtp a session, ...).")
+                 "Dovecot summed over its processes (master, log, config, auth, one lmtp a session, ...). others: "
+                 "the share of the machine's CPU neither the server nor the driver used in that round (other users, "
+                 "kernel threads such as writeback): a busy machine's rows are noise.")
     if report["syncs"]:
         lines.append(f"syncs/msg: fsync, fdatasync and syncfs calls a message under strace -f -c (a run of its own, "
                      f"{SYNC_MESSAGES} messages, untimed). Before each 250, inbox syncs the attachment, its import "
