@@ -118,7 +118,8 @@ bench: deps bench-tools bench-mail-tools $(STATIC_CXX)/libstdc++.so
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-bench
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-mail-bench
 
-# The mail-import benchmark alone.
+# The mail-import benchmark alone, its LMTP row too (inbox lmtp beside Dovecot's LMTP server, Benchmarks/lmtp_bench.py);
+# BENCH_MAIL_LMTP=only runs that row alone, BENCH_MAIL_LMTP=0 leaves it out, BENCH_LMTP_MESSAGES=200 makes it quicker.
 bench-mail: deps bench-mail-tools $(STATIC_CXX)/libstdc++.so
 	$(RELEASE_BUILD) $(RELEASE_SWIFTFLAGS)
 	@$(ORDER_MATCH)
@@ -149,14 +150,18 @@ bench-tools:
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y strace; }
 	@command -v cc >/dev/null 2>&1 || { echo "make bench needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
 
+# The mail benchmark's baselines, each installed only when missing; strace counts the LMTP row's syncs. Dovecot's
+# LMTP server through Benchmarks/install-dovecot-lmtpd, which leaves no system Dovecot running or enabled.
 bench-mail-tools:
 	@missing=""; command -v ripmime >/dev/null 2>&1 || missing="$$missing ripmime"; \
 	command -v munpack >/dev/null 2>&1 || missing="$$missing mpack"; \
 	command -v maildrop >/dev/null 2>&1 || missing="$$missing maildrop"; \
+	command -v strace >/dev/null 2>&1 || missing="$$missing strace"; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing$$missing"; \
 		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
 	fi
+	@SUDO="$(SUDO)" Benchmarks/install-dovecot-lmtpd
 	@command -v cc >/dev/null 2>&1 || { echo "make bench-mail needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
 
 # The release build that make install and make deb install (INSTALL_SWIFTFLAGS).
