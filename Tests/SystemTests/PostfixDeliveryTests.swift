@@ -156,30 +156,7 @@ extension BootedTreeTests {
             let user = try MailUser("inbox-mta-big")
             try user.forwardToInbox(["--max-bytes", "1K"])
             try user.initContainer()
-            let id = "big-\(UUID().uuidString)@inbox-test"
-            let content = Data((0..<4096).map { UInt8($0 % 251) })
-                .base64EncodedString(options: [.lineLength76Characters, .endLineWithLineFeed])
-            let text = """
-                From: Alice <alice@example.org>
-                To: bob@example.org
-                Subject: too big
-                Message-ID: <\(id)>
-                MIME-Version: 1.0
-                Content-Type: multipart/mixed; boundary="b"
-
-                --b
-                Content-Type: text/plain
-
-                Four kilobytes attached.
-                --b
-                Content-Type: application/octet-stream
-                Content-Disposition: attachment; filename="big.bin"
-                Content-Transfer-Encoding: base64
-
-                \(content)
-                --b--
-
-                """
+            let (id, text, _) = Postfix.messageWithOneAttachment("big", seed: 0, size: 4096)
 
             try Postfix.send(text, to: user.address)
 

@@ -23,35 +23,6 @@ extension BootedTreeTests {
             return (user, path)
         }
 
-        /// A message with one attachment of its own (`seed` makes its bytes), under a Message-ID of this run.
-        static func message(_ tag: String, seed: Int, size: Int = 2048) -> (id: String, text: String, sha256: String) {
-            let id = "\(tag)-\(UUID().uuidString)@inbox-test"
-            let bytes = Data((0..<size).map { UInt8(truncatingIfNeeded: ($0 &+ seed) &* 2_654_435_761 >> 13) })
-            let text = """
-                From: Alice <alice@example.org>
-                To: bob@example.org
-                Subject: over LMTP \(seed)
-                Date: Fri, 04 Dec 2026 09:00:00 +0000
-                Message-ID: <\(id)>
-                MIME-Version: 1.0
-                Content-Type: multipart/mixed; boundary="b"
-
-                --b
-                Content-Type: text/plain
-
-                One file attached.
-                --b
-                Content-Type: application/octet-stream
-                Content-Disposition: attachment; filename="file-\(seed).bin"
-                Content-Transfer-Encoding: base64
-
-                \(bytes.base64EncodedString(options: [.lineLength76Characters, .endLineWithLineFeed]))
-                --b--
-
-                """
-            return (id, text, MailFixtures.sha256(bytes))
-        }
-
         /// Replaces the service's command line (a drop-in), or puts the shipped one back (nil), and restarts it: the
         /// socket stays, so Postfix notices nothing.
         static func serve(_ arguments: String?, in tree: BootedTree) throws {
@@ -69,7 +40,7 @@ extension BootedTreeTests {
 
         @Test func theAttachmentsLandOnceAndTheMailboxKeepsTheMessage() throws {
             let (user, container) = try Self.user("inbox-lmtp-mail")
-            let (id, text, digest) = Self.message("lmtp", seed: 1)
+            let (id, text, digest) = Postfix.messageWithOneAttachment("lmtp", seed: 1)
 
             try Postfix.send(text, to: user.address)
 
@@ -87,7 +58,7 @@ extension BootedTreeTests {
         /// copy at once, and the mailbox copy is delivered as ever.
         @Test func aRecipientWithoutAContainerIsRefusedAndTheMailboxCopyIsUntouched() throws {
             let (user, container) = try Self.user("inbox-lmtp-none", container: false)
-            let (id, text, _) = Self.message("none", seed: 2)
+            let (id, text, _) = Postfix.messageWithOneAttachment("none", seed: 2)
 
             try Postfix.send(text, to: user.address)
 
@@ -103,7 +74,7 @@ extension BootedTreeTests {
         /// as a duplicate.
         @Test func aMessageSentTwiceDeliversItsAttachmentOnce() throws {
             let (user, container) = try Self.user("inbox-lmtp-twice")
-            let (id, text, digest) = Self.message("twice", seed: 3)
+            let (id, text, digest) = Postfix.messageWithOneAttachment("twice", seed: 3)
 
             try Postfix.send(text, to: user.address)
             _ = try Postfix.awaitDelivery(of: id, to: [user.inboxAddress])
@@ -122,7 +93,7 @@ extension BootedTreeTests {
             let (user, container) = try Self.user("inbox-lmtp-big")
             try Self.serve("--root /var/lib/inbox --max-bytes 1K", in: user.tree)
             defer { _ = try? Self.serve(nil, in: user.tree) }
-            let (id, text, _) = Self.message("big", seed: 4, size: 4096)
+            let (id, text, _) = Postfix.messageWithOneAttachment("big", seed: 4, size: 4096)
 
             try Postfix.send(text, to: user.address)
 
@@ -140,7 +111,7 @@ extension BootedTreeTests {
         @Test func killedWhileDelivering200MessagesEachAttachmentLandsOnce() throws {
             let (user, container) = try Self.user("inbox-lmtp-crash")
             let tree = user.tree
-            let messages = (0..<200).map { Self.message("crash", seed: 1000 + $0) }
+            let messages = (0..<200).map { Postfix.messageWithOneAttachment("crash", seed: 1000 + $0) }
 
             // All 200 queued first (deferred while the socket is closed), then handed over at once: the kill comes
             // in the middle of the deliveries, not after them.

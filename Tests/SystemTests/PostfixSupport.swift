@@ -59,6 +59,37 @@ enum Postfix {
         return tree
     }
 
+    /// A message with one attachment of its own (`seed` makes its bytes), under a Message-ID of this run.
+    static func messageWithOneAttachment(_ tag: String, seed: Int, size: Int = 2048) -> (
+        id: String, text: String, sha256: String
+    ) {
+        let id = "\(tag)-\(UUID().uuidString)@inbox-test"
+        let bytes = Data((0..<size).map { UInt8(truncatingIfNeeded: ($0 &+ seed) &* 2_654_435_761 >> 13) })
+        let text = """
+            From: Alice <alice@example.org>
+            To: bob@example.org
+            Subject: over LMTP \(seed)
+            Date: Fri, 04 Dec 2026 09:00:00 +0000
+            Message-ID: <\(id)>
+            MIME-Version: 1.0
+            Content-Type: multipart/mixed; boundary="b"
+
+            --b
+            Content-Type: text/plain
+
+            One file attached.
+            --b
+            Content-Type: application/octet-stream
+            Content-Disposition: attachment; filename="file-\(seed).bin"
+            Content-Transfer-Encoding: base64
+
+            \(bytes.base64EncodedString(options: [.lineLength76Characters, .endLineWithLineFeed]))
+            --b--
+
+            """
+        return (id, text, MailFixtures.sha256(bytes))
+    }
+
     /// Sends `message` from `sender@localhost` to `recipient` with the tree's Postfix sendmail.
     static func send(_ message: String, to recipient: String) throws {
         try ready.get().mustRun(["sendmail", "-f", "sender@localhost", recipient], input: message)
