@@ -168,4 +168,29 @@ import Testing
         }
         #expect(try recipients.count() == 1)
     }
+
+    /// Postfix hands a message for several of inbox's recipients over in one transaction: the one data file is
+    /// imported into each recipient's container, each reply its own.
+    @Test func oneMessageForTwoRecipientsLandsInBothContainers() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let second = try Container.create(at: scratch.path + "/d")
+        let served = try Served(Self.settings(.root(Array(scratch.path.utf8))))
+        #expect(served.replies(1) == ["220 test LMTP inbox ready"])
+        served.send("LHLO m\r\nMAIL FROM:<a@x>\r\nRCPT TO:<c+inbox@x>\r\nRCPT TO:<d+inbox@x>\r\nDATA\r\n")
+        #expect(served.replies(5).suffix(4).map { String($0.prefix(3)) } == ["250", "250", "250", "354"])
+        served.send(Self.message + ".\r\n")
+        #expect(
+            served.replies(2) == [
+                "250 2.0.0 <c+inbox@x> imported: 1 attachment delivered",
+                "250 2.0.0 <d+inbox@x> imported: 1 attachment delivered",
+            ])
+        for container in [scratch.container, second] {
+            let inbox = container.path(.inbox)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: inbox) == ["r.pdf"], "\(inbox)")
+            #expect(
+                FileManager.default.contents(atPath: inbox + "/r.pdf")
+                    == Data(base64Encoded: "JVBERi0xLjQKJcOkw7zDtsOfCg=="), "\(inbox)")
+        }
+    }
 }
