@@ -106,6 +106,38 @@ extension BootedTreeTests {
             #expect(logRecords(user.tree.path(container), event: "rejected").count == 1)
         }
 
+        /// With `--container` and no container there yet, `inbox lmtp` cannot serve (73): Postfix keeps inbox's copy
+        /// (deferred) while the mailbox has its own, and delivers it once after `inbox init` and `postqueue -f`.
+        @Test func withNoContainerYetPostfixKeepsTheCopyUntilThereIsOne() throws {
+            let (user, _) = try Self.user("inbox-lmtp-solo", container: false)
+            let tree = user.tree
+            let container = "/var/lib/inbox/solo"
+            try tree.mustRun(["rm", "-rf", container])
+            let folder = "/etc/systemd/system/\(Self.service).d"
+            try tree.mustRun(["mkdir", "-p", folder])
+            try tree.mustRun(
+                ["sh", "-c", "cat > \(folder)/test.conf"],
+                input: "[Service]\nExecStart=\nExecStart=/usr/bin/inbox lmtp --container \(container)\n")
+            try tree.mustRun(["systemctl", "daemon-reload"])
+            try tree.mustRun(["systemctl", "stop", Self.service])
+            defer { _ = try? Self.serve(nil, in: tree) }
+            let (id, text, digest) = Postfix.messageWithOneAttachment("solo", seed: 5)
+
+            try Postfix.send(text, to: user.address)
+
+            let first = try Postfix.awaitDelivery(of: id, to: [user.address, user.inboxAddress])
+            #expect(first.outcomes[user.inboxAddress]?.first?.hasPrefix("deferred") == true, "\(first.outcomes)")
+            #expect(first.outcomes[user.address]?.first?.hasPrefix("sent") == true, "\(first.outcomes)")
+            try tree.mustRun(["inbox", "--container", container, "init"], as: "inbox")
+            try tree.mustRun(["systemctl", "reset-failed", Self.service, "inbox-lmtp.socket"])
+            try tree.mustRun(["systemctl", "start", "inbox-lmtp.socket"])
+            try Postfix.flushQueue()
+            let second = try Postfix.awaitDelivery(of: id, to: [user.inboxAddress], attempts: 2)
+            #expect(second.outcomes[user.inboxAddress]?.last?.hasPrefix("sent") == true, "\(second.outcomes)")
+            #expect(try MailFixtures.contents(tree.path(container)) == [digest])
+            #expect(try user.mailboxMessages().count == 1)
+        }
+
         /// `kill -9` of `inbox lmtp` while Postfix delivers 200 messages: systemd starts it again on the same socket,
         /// Postfix retries what it was not answered (`postqueue -f`), and each attachment is in the Inbox once.
         @Test func killedWhileDelivering200MessagesEachAttachmentLandsOnce() throws {

@@ -22,6 +22,7 @@ enum Postfix {
     /// The users whose inbox copy Postfix delivers over LMTP (`transport_maps`), to the package's socket unit.
     static let lmtpUsers = [
         "inbox-lmtp-mail", "inbox-lmtp-none", "inbox-lmtp-twice", "inbox-lmtp-big", "inbox-lmtp-crash",
+        "inbox-lmtp-solo",
     ]
     /// A user whose mail procmail delivers, with no recipient for inbox.
     static let procmailUser = "inbox-mta-procmail"
