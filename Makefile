@@ -4,15 +4,16 @@ SWIFT ?= swift
 # Warnings are errors here and in CI (not in Package.swift, which a versioned dependency may not carry unsafe flags in).
 STRICT = -Xswiftc -warnings-as-errors
 # systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed); zsh, fish:
-# the completion tests load inbox's completions in them; maildrop: the mail benchmark; bindfs, rclone: real FUSE
-# filesystems (rclone only Suggests fuse, which bindfs brings); openssh-server, openssh-client, sshfs: make
-# test-system starts its own sshd on loopback and mounts it with sshfs and rclone's sftp backend
-# (Tests/FuseSupport/SshServer.swift); python3: tests write archives and probe extended attributes with it;
+# the completion tests load inbox's completions in them; bindfs, rclone: real FUSE filesystems (rclone only
+# Suggests fuse, which bindfs brings); openssh-server, openssh-client, sshfs: make test-system starts its own sshd
+# on loopback and mounts it with sshfs and rclone's sftp backend (Tests/FuseSupport/SshServer.swift); python3:
+# tests write archives and probe extended attributes with it;
 # mmdebstrap, systemd-container, lintian: make test-system boots a clean Debian tree with the package installed
 # (Tests/SystemTests/BootedTree.swift) and checks the package. Postfix and procmail are not here: the mail tests run
-# them inside that tree, never on this machine.
+# them inside that tree, never on this machine (nor maildrop, which would bring exim4: bench-mail-tools installs it
+# without what it recommends).
 APT_PACKAGES = libinotifytools0-dev nettle-dev libmagic-dev libarchive-dev libsqlite3-dev libgmime-3.0-dev \
-	libytnef0-dev libpython3.11-testsuite python3 systemd zsh fish maildrop bindfs rclone openssh-server \
+	libytnef0-dev libpython3.11-testsuite python3 systemd zsh fish bindfs rclone openssh-server \
 	openssh-client sshfs mmdebstrap systemd-container lintian
 SUDO = $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_CONTAINER ?=
@@ -159,7 +160,7 @@ bench-mail-tools:
 	command -v strace >/dev/null 2>&1 || missing="$$missing strace"; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing$$missing"; \
-		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends $$missing; \
 	fi
 	@SUDO="$(SUDO)" Benchmarks/install-dovecot-lmtpd
 	@command -v cc >/dev/null 2>&1 || { echo "make bench-mail needs a C compiler (cc): apt-get install gcc" >&2; exit 1; }
