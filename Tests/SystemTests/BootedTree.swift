@@ -17,8 +17,22 @@ final class BootedTree: Sendable {
             return "needs \(tool) (make deps)"
         }
         if package == nil { return "no .build/inbox_*.deb to install (make deb; make test-system makes it)" }
+        if !mirrorAnswers() { return "Debian's archive (\(mirror)) does not answer: no tree can be made or installed" }
         return nil
     }()
+
+    /// The archive mmdebstrap makes the tree from and apt installs the package's libraries from.
+    static let mirror = "http://deb.debian.org/debian"
+
+    /// Whether the archive serves bookworm's Release file.
+    private static func mirrorAnswers() -> Bool {
+        let target = NSTemporaryDirectory() + "inbox-release-\(getpid())"
+        defer { unlink(target) }
+        let fetched = try? InboxProcess.run(
+            ["download-file", mirror + "/dists/bookworm/Release", target].map { Array($0.utf8) },
+            executable: "/usr/lib/apt/apt-helper")
+        return fetched?.status == 0
+    }
 
     /// The tree of this test run, booted on first use and shut down when the process exits.
     static let shared = Result { try BootedTree() }
@@ -134,7 +148,6 @@ final class BootedTree: Sendable {
         let tarball =
             folder + "/bookworm-\(key.utf8.reduce(UInt32(2_166_136_261)) { ($0 ^ UInt32($1)) &* 16_777_619 }).tar"
         if FileManager.default.fileExists(atPath: tarball) { return tarball }
-        let mirror = "http://deb.debian.org/debian"
         try mustRun(
             "/usr/bin/mmdebstrap",
             [
