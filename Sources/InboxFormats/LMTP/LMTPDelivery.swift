@@ -1,37 +1,107 @@
 import AppContainer
 import Glibc
 import InboxKit
+import Synchronization
 
 /// A message received over LMTP imported into each recipient's container by the path `inbox import -` takes
 /// (`MailImporter.importMessage(fromFile:)`), each outcome the reply §12's exit status maps to: 0 → 250, 65 → 552
-/// or 554, 75 → 451 (DESIGN §14, "Replies"). The `imported` record's source is `lmtp`.
+/// or 554, 75 → 451 (DESIGN §14, "Replies"). The `imported` record's source is `lmtp`. The sessions delivering into
+/// one container place their messages together (`ImportGroup`): they share its syncs.
 package struct LMTPDelivery: Sendable {
     /// The limits of `--max-bytes`, as `import` has them.
     package let limits: MailLimits
+    private let groups = Groups()
 
     package init(limits: MailLimits) { self.limits = limits }
 
     /// The source records name.
     static let source = "lmtp"
 
-    /// One outcome per recipient, in order; one recipient's failure never changes another's.
-    package func deliver(_ file: CInt, to recipients: [LMTPProtocol.Accepted]) -> [LMTPProtocol.Outcome] {
-        recipients.map { deliver(file, into: $0.container) }
-    }
+    /// What one session keeps from one message to the next: an importer for each container it delivered into
+    /// lately (its index open, its crashed imports repaired once), while the container is still the one it opened.
+    package final class Session {
+        private let delivery: LMTPDelivery
+        /// The most recently used last; at most `kept`.
+        private var importers: [(path: [UInt8], identity: [FileID], importer: MailImporter)] = []
+        /// How many importers a session keeps (each holds an index connection and the log open).
+        static let kept = 8
 
-    /// The message in `file` imported into the container at `path`: the importer's answer once its records are
-    /// durable, as for `import -`.
-    func deliver(_ file: CInt, into path: [UInt8]) -> LMTPProtocol.Outcome {
-        do {
+        init(_ delivery: LMTPDelivery) { self.delivery = delivery }
+
+        /// One outcome per recipient, in order; one recipient's failure never changes another's.
+        package func deliver(_ file: CInt, to recipients: [LMTPProtocol.Accepted]) -> [LMTPProtocol.Outcome] {
+            recipients.map { deliver(file, into: $0.container) }
+        }
+
+        /// The message in `file` imported into the container at `path`: the importer's answer once its records are
+        /// durable, as for `import -`. An importer that failed is dropped: the next message opens the container
+        /// afresh.
+        func deliver(_ file: CInt, into path: [UInt8]) -> LMTPProtocol.Outcome {
+            do throws(ContainerError) {
+                let importer = try importer(for: path)
+                do throws(ContainerError) {
+                    return LMTPDelivery.outcome(try importer.importMessage(fromFile: file, source: LMTPDelivery.source))
+                } catch {
+                    importers.removeAll { $0.importer === importer }
+                    throw error
+                }
+            } catch {
+                return .failed(error.message)
+            }
+        }
+
+        /// The importer kept for `path` while the container there is the one it opened (its root, state folder and
+        /// Inbox the same files: not replaced, restored or recreated since); else one opened now.
+        private func importer(for path: [UInt8]) throws(ContainerError) -> MailImporter {
+            if let index = importers.firstIndex(where: { $0.path == path }) {
+                let kept = importers.remove(at: index)
+                if let identity = LMTPDelivery.identity(of: path, kept.importer.inbox.container),
+                    identity == kept.identity
+                {
+                    importers.append(kept)
+                    return kept.importer
+                }
+            }
             let container = try Container.open(at: path)
             try container.requireSingleHost()
+            guard let identity = LMTPDelivery.identity(of: path, container) else {
+                throw ContainerError(.failure, "cannot look at the container '\(container.root)'")
+            }
             // The MTA waits for the reply: no lock is waited for longer than a delivery allows, as for `import -`
             // (ARCHITECTURE.md, "Nothing blocks an MTA"): past it, 451 naming the holder.
             let importer = try MailImporter(
-                inbox: try Inbox(container: container, lockWait: .delivery), limits: limits)
-            return Self.outcome(try importer.importMessage(fromFile: file, source: Self.source))
-        } catch {
-            return .failed(error.message)
+                inbox: try Inbox(container: container, lockWait: .delivery), limits: delivery.limits,
+                group: delivery.groups.group(for: Array(identity.dropFirst())))
+            if importers.count >= Self.kept { importers.removeFirst() }
+            importers.append((path, identity, importer))
+            return importer
+        }
+    }
+
+    /// A session's own deliverer.
+    package func session() -> Session { Session(self) }
+
+    /// The files that make a container the one opened: the path as given, the root, its state folder, its Inbox;
+    /// nil when one cannot be looked at.
+    static func identity(of path: [UInt8], _ container: Container) -> [FileID]? {
+        let state = container.rootBytes + Array("/\(Container.stateRelativePath)".utf8)
+        return try? [path, container.rootBytes, state, container.pathBytes(.inbox)].map { path throws(Errno) in
+            try fileStatus(in: currentDirectory, path).fileID
+        }
+    }
+
+    /// The group of each container delivered into, by its root, state folder and Inbox: shared by every session of
+    /// the server.
+    private final class Groups: Sendable {
+        private let groups = Mutex<[[FileID]: ImportGroup]>([:])
+
+        func group(for identity: [FileID]) -> ImportGroup {
+            groups.withLock { groups in
+                if let group = groups[identity] { return group }
+                let group = ImportGroup()
+                groups[identity] = group
+                return group
+            }
         }
     }
 

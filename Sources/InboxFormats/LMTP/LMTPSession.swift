@@ -34,6 +34,7 @@ package struct LMTPSession: Sendable {
         var machine = LMTPProtocol(host: settings.host, limits: settings.limits)
         var connection = Connection(socket: socket, idle: settings.idle)
         var message: Message?
+        let delivery = settings.delivery.session()
         while true {
             switch machine.step() {
             case .send(let reply):
@@ -54,7 +55,7 @@ package struct LMTPSession: Sendable {
                 message?.write(bytes)
             case .deliver(let recipients):
                 let outcomes =
-                    message?.deliver(to: recipients, by: settings.delivery)
+                    message?.deliver(to: recipients, by: delivery)
                     ?? recipients.map { _ in .failed("no data") }
                 message = nil
                 for (recipient, outcome) in zip(recipients, outcomes) { report(outcome, recipient) }
@@ -102,7 +103,7 @@ private struct Message {
         }
     }
 
-    func deliver(to recipients: [LMTPProtocol.Accepted], by delivery: LMTPDelivery) -> [LMTPProtocol.Outcome] {
+    func deliver(to recipients: [LMTPProtocol.Accepted], by delivery: LMTPDelivery.Session) -> [LMTPProtocol.Outcome] {
         guard let file else { return recipients.map { _ in .failed(failure?.message ?? "no message") } }
         return delivery.deliver(file.rawValue, to: recipients)
     }

@@ -11,6 +11,7 @@ public final class MailImporter {
     /// What a message may hold before it is refused.
     public let limits: MailLimits
     private let index: ImportIndex
+    private let group: ImportGroup?
     private let digest: SHA256Digest
     private lazy var keys = MessageKey(digest: digest)
 
@@ -19,9 +20,16 @@ public final class MailImporter {
     /// `inbox.lockWait` says: an Inbox opened with `.delivery` for what an MTA waits on (ARCHITECTURE.md, "Nothing
     /// blocks an MTA").
     /// - Throws: SQLite's failure to open or make the index, with the exit status that matches it.
-    public init(inbox: Inbox, limits: MailLimits = MailLimits()) throws(ContainerError) {
+    public convenience init(inbox: Inbox, limits: MailLimits = MailLimits()) throws(ContainerError) {
+        try self.init(inbox: inbox, limits: limits, group: nil)
+    }
+
+    /// An importer that places its messages together with the other importers of `group` (`ImportGroup`), all of
+    /// one container.
+    init(inbox: Inbox, limits: MailLimits, group: ImportGroup?) throws(ContainerError) {
         self.inbox = inbox
         self.limits = limits
+        self.group = group
         index = try ImportIndex(container: inbox.container, lockWait: inbox.lockWait)
         digest = try SHA256Digest()
         try inbox.repairInterruptedImports(index: index)
@@ -141,7 +149,14 @@ public final class MailImporter {
         let toPlace = entries.compactMap { entry -> StagedMessage? in
             if case .staged(let message, _, _) = entry { message } else { nil }
         }
-        let placements = toPlace.isEmpty ? [] : inbox.placeOnce(toPlace, writes: writes, index: index, folder: folder)
+        let placements =
+            if toPlace.isEmpty {
+                [ImportPlacement]()
+            } else if let group {
+                group.place(toPlace, writes: writes, inbox: inbox, index: index, folder: folder)
+            } else {
+                inbox.placeOnce(toPlace, writes: writes, index: index, folder: folder)
+            }
         var next = 0
         for entry in entries {
             guard case .staged(let message, let described, let headers) = entry else {

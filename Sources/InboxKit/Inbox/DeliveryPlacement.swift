@@ -51,6 +51,20 @@ package final class StagedWrites {
         if open.count >= Self.openLimit { syncOpen() }
     }
 
+    /// Takes over every file `other` holds, and its failure: synced with this batch's, `other` left empty.
+    package func take(_ other: StagedWrites) {
+        open += other.open
+        other.open.removeAll()
+        failure = failure ?? other.failure
+        other.failure = nil
+        if open.count >= Self.openLimit { syncOpen() }
+    }
+
+    /// Makes every file handed over so far durable and closes it, now: a failure is kept for `syncAll` to throw.
+    package func syncAhead() {
+        syncOpen()
+    }
+
     /// Makes every file handed over durable and closes it; throws the first failure since the batch began.
     func syncAll() throws(Errno) {
         syncOpen()
