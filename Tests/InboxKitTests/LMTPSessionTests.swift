@@ -76,6 +76,30 @@ import Testing
         #expect(imported.map { $0.fields["duplicate"] } == ["false", "true"])
     }
 
+    /// A session writes each message into its last one's file: a shorter message after a longer one is itself
+    /// alone (its key the same as from a session of its own, so the second delivery is a duplicate).
+    @Test func aShorterMessageAfterALongerOneInOneSessionIsItselfAlone() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let settings = Self.settings(.container(Array(scratch.container.rootBytes)))
+        let long = Self.message.replacingOccurrences(of: "hello", with: String(repeating: "long line\r\n", count: 2000))
+        let short = Self.message.replacingOccurrences(of: "lmtp-1@", with: "lmtp-2@")
+        let expected = [
+            [long: "imported: 1 attachment delivered", short: "imported: 1 attachment delivered"],
+            [short: "duplicate: imported before"],
+        ]
+        for (session, messages) in [[long, short], [short]].enumerated() {
+            let served = try Served(settings)
+            _ = served.replies(1)
+            for message in messages {
+                served.send("LHLO m\r\nMAIL FROM:<a@x>\r\nRCPT TO:<me@x>\r\nDATA\r\n" + message + ".\r\n")
+                #expect(served.replies(5).last == "250 2.0.0 <me@x> \(expected[session][message]!)", "\(session)")
+            }
+            served.send("QUIT\r\n")
+            #expect(served.hasEnded())
+        }
+    }
+
     @Test func notAMessageIs554AndOverMaxBytes552EachWithItsRejectedRecord() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }

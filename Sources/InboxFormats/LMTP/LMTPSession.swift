@@ -34,6 +34,8 @@ package struct LMTPSession: Sendable {
         var machine = LMTPProtocol(host: settings.host, limits: settings.limits)
         var connection = Connection(socket: socket, idle: settings.idle)
         var message: Message?
+        /// The file the last message was written into, for the next.
+        var spool: SharedDescriptor?
         let delivery = settings.delivery.session()
         while true {
             switch machine.step() {
@@ -50,13 +52,14 @@ package struct LMTPSession: Sendable {
             case .lookUp(let recipient):
                 machine.answer(settings.recipients.lookUp(recipient.localPart))
             case .beginData:
-                message = Message()
+                message = Message(reusing: spool)
             case .write(let bytes):
                 message?.write(bytes)
             case .deliver(let recipients):
                 let outcomes =
                     message?.deliver(to: recipients, by: delivery)
                     ?? recipients.map { _ in .failed("no data") }
+                spool = message?.spool
                 message = nil
                 for (recipient, outcome) in zip(recipients, outcomes) { report(outcome, recipient) }
                 machine.delivered(outcomes)
@@ -80,12 +83,23 @@ package struct LMTPSession: Sendable {
 }
 
 /// The message of a transaction, in an unnamed temporary file; a failure to write it fails every recipient's
-/// delivery (451), but the data is still read to its end.
+/// delivery (451), but the data is still read to its end. A session writes each message into the file of the one
+/// before, from its start (a file made and removed a message costs the filesystem an inode each time), unless that
+/// one grew past `keptBytes`.
 private struct Message {
     private var file: SharedDescriptor?
+    private var written: Int64 = 0
     private var failure: ContainerError?
 
-    init() {
+    /// The largest file a session keeps for its next message.
+    static let keptBytes: Int64 = 4 << 20
+
+    /// A message written into `spool` (the last message's file, if kept), else into a new file.
+    init(reusing spool: SharedDescriptor?) {
+        if let spool {
+            file = spool
+            return
+        }
         do {
             file = try TemporaryCopy.empty(shown: "a message received over LMTP")
         } catch {
@@ -96,16 +110,30 @@ private struct Message {
     mutating func write(_ bytes: [UInt8]) {
         guard let file else { return }
         do {
-            try file.descriptor.writeAll(bytes)
+            try file.descriptor.writeAll(bytes, at: written)
+            written += Int64(bytes.count)
         } catch {
-            failure = error.failure("write a message received over LMTP into", "a temporary file")
-            self.file = nil
+            fail(error)
         }
     }
 
-    func deliver(to recipients: [LMTPProtocol.Accepted], by delivery: LMTPDelivery.Session) -> [LMTPProtocol.Outcome] {
+    /// Cuts what an earlier, longer message left past this one's end, then imports the file for each recipient.
+    mutating func deliver(to recipients: [LMTPProtocol.Accepted], by delivery: LMTPDelivery.Session)
+        -> [LMTPProtocol.Outcome]
+    {
+        if let file {
+            do throws(Errno) { try system_ftruncate(file.rawValue, written) } catch { fail(error) }
+        }
         guard let file else { return recipients.map { _ in .failed(failure?.message ?? "no message") } }
         return delivery.deliver(file.rawValue, to: recipients)
+    }
+
+    /// The file for the session's next message: this one, unless it grew past `keptBytes` or failed.
+    var spool: SharedDescriptor? { written <= Self.keptBytes ? file : nil }
+
+    private mutating func fail(_ error: Errno) {
+        failure = error.failure("write a message received over LMTP into", "a temporary file")
+        file = nil
     }
 }
 
