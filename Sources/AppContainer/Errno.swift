@@ -60,6 +60,8 @@ package struct Errno: Error, Hashable, Sendable, CustomStringConvertible {
     package static let noData = Errno(rawValue: ENODATA)
     /// `ESTALE`: a name no longer holds the file decided on (`checkedRename` through a private name).
     package static let staleFile = Errno(rawValue: ESTALE)
+    /// `ETIMEDOUT`
+    package static let timedOut = Errno(rawValue: ETIMEDOUT)
     /// `ENOLCK`: no lock to be had, as a network filesystem whose lock service is missing answers.
     package static let noLocks = Errno(rawValue: ENOLCK)
 }

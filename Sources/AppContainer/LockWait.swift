@@ -7,11 +7,9 @@ import Glibc
 /// 75 in one line naming the holder (`FlockHolder`), and the MTA keeps the message and tries again later. Every other
 /// taker (the watcher, a command a person runs) waits until the lock is free.
 ///
-/// The bounded wait is a loop of non-blocking tries (`LOCK_EX | LOCK_NB`), pausing 1 ms after the first, doubling
-/// up to 20 ms, until the deadline (`ContinuousClock`): a blocking `flock` could only be cut short by a signal, and a
-/// timer's signal (`SIGALRM`) is the whole process's, whose other threads may be inside `flock` too. Its cost: the
-/// tries are not queued as blocked takers are, so the lock goes to whoever tries when it comes free; a waiter that
-/// keeps losing that race until its deadline fails with 75 like one whose holder hangs.
+/// The bounded wait is a blocking `flock`, queued behind the other waiters as any is (so it gets the lock in its
+/// turn, however busy the lock), cut short at the bound by a timer of the waiting thread's own whose signal reaches
+/// that thread alone (`inbox_flock_within`).
 package struct LockWait: Sendable, Equatable {
     /// How long at most; nil: until the lock is free.
     package let bound: Duration?
@@ -30,9 +28,6 @@ package struct LockWait: Sendable, Equatable {
     /// its syncs included), far below what an MTA allows a delivery (Postfix's `pipe` gives a command 1,000 s).
     package static let deliveryBound: Duration = .seconds(5)
 
-    /// The longest pause between two tries.
-    static let longestPause: Duration = .milliseconds(20)
-
     /// Takes an exclusive `flock` on the open lock file `fd` (`path`, for messages), waiting as this says. Past the
     /// bound, fails with exit status 75 naming who holds the lock; any other failure of `flock` is
     /// `cannot <doing> '<path>'` with the status its errno gives.
@@ -45,35 +40,17 @@ package struct LockWait: Sendable, Equatable {
             }
             return
         }
-        let deadline = ContinuousClock.now.advanced(by: bound)
-        var pause = Duration.milliseconds(1)
-        while true {
-            do {
-                try system_flock(fd, LOCK_EX | LOCK_NB)
-                return
-            } catch .wouldBlock {
-                // Held: try again after a pause, until the deadline.
-            } catch {
-                throw error.failure(doing, path)
-            }
-            let left = ContinuousClock.now.duration(to: deadline)
-            guard left > .zero else {
-                let holder = FlockHolder(holding: fd).map(\.description) ?? FlockHolder.unknown
-                throw ContainerError(
-                    .busy,
-                    "cannot \(doing) '\(path)' within \(Self.shown(bound)): \(holder) holds it; try again once it"
-                        + " lets go")
-            }
-            Self.pause(min(pause, left))
-            pause = min(pause * 2, Self.longestPause)
+        let (seconds, attoseconds) = bound.components
+        do {
+            try system_flock(fd, exclusiveWithin: Int(seconds) * 1000 + Int(attoseconds / 1_000_000_000_000_000))
+        } catch .timedOut {
+            let holder = FlockHolder(holding: fd).map(\.description) ?? FlockHolder.unknown
+            throw ContainerError(
+                .busy,
+                "cannot \(doing) '\(path)' within \(Self.shown(bound)): \(holder) holds it; try again once it lets go")
+        } catch {
+            throw error.failure(doing, path)
         }
-    }
-
-    private static func pause(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        var interval = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
-        // Cut short by a signal: the loop looks at the clock and tries again.
-        _ = nanosleep(&interval, nil)
     }
 
     /// `5 s`, `250 ms`.

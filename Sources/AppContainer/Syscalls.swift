@@ -195,6 +195,13 @@ package func system_flock(_ fd: CInt, _ operation: CInt) throws(Errno) {
     _ = try valueOrErrno("flock") { flock(fd, operation) }
 }
 
+/// An exclusive `flock` waited for in the kernel's queue, as a blocking one is, for at most `milliseconds`; past
+/// them, `ETIMEDOUT` (`inbox_flock_within`).
+@inline(never)
+package func system_flock(_ fd: CInt, exclusiveWithin milliseconds: Int) throws(Errno) {
+    _ = try valueOrErrno("flock") { inbox_flock_within(fd, milliseconds) }
+}
+
 @inline(never)
 package func system_copy_file_range(from input: CInt, to output: CInt, length: Int) throws(Errno) -> Int {
     try valueOrErrno("copy_file_range") { inbox_copy_file_range(input, output, length) }

@@ -7,8 +7,11 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -17,6 +20,7 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include "CLinux.h"
 
@@ -34,6 +38,71 @@ int inbox_syncfs(int fd) {
 
 int inbox_start_writeback(int fd) {
     return sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+/* The signal of inbox_flock_within's timers: one no other part of the process uses (glibc keeps the first two
+ * real-time signals below SIGRTMIN for itself). */
+#define INBOX_LOCK_TIMER_SIGNAL (SIGRTMIN + 3)
+
+static void inbox_lock_timer_fired(int signal) { (void)signal; }
+
+static pthread_once_t inbox_lock_timer_once = PTHREAD_ONCE_INIT;
+static int inbox_lock_timer_ready = -1;
+
+static void inbox_install_lock_timer_handler(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = inbox_lock_timer_fired;
+    sigemptyset(&action.sa_mask);
+    /* No SA_RESTART: the blocked flock returns EINTR. */
+    inbox_lock_timer_ready = sigaction(INBOX_LOCK_TIMER_SIGNAL, &action, NULL);
+}
+
+static int64_t inbox_monotonic_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+int inbox_flock_within(int fd, long milliseconds) {
+    pthread_once(&inbox_lock_timer_once, inbox_install_lock_timer_handler);
+    if (inbox_lock_timer_ready != 0) return -1;
+    struct sigevent event;
+    memset(&event, 0, sizeof event);
+    event.sigev_notify = SIGEV_THREAD_ID;
+    event.sigev_signo = INBOX_LOCK_TIMER_SIGNAL;
+    event._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    timer_t timer;
+    if (timer_create(CLOCK_MONOTONIC, &event, &timer) != 0) return -1;
+    /* Fires at the deadline, then every 10 ms: a signal that came just before flock blocked is followed by
+     * another. */
+    struct itimerspec when = {
+        .it_value = {.tv_sec = milliseconds / 1000, .tv_nsec = (milliseconds % 1000) * 1000000},
+        .it_interval = {.tv_sec = 0, .tv_nsec = 10 * 1000000},
+    };
+    if (milliseconds <= 0) when.it_value.tv_nsec = 1;
+    sigset_t unblocked, saved;
+    sigemptyset(&unblocked);
+    sigaddset(&unblocked, INBOX_LOCK_TIMER_SIGNAL);
+    pthread_sigmask(SIG_UNBLOCK, &unblocked, &saved);
+    int64_t deadline = inbox_monotonic_ms() + milliseconds;
+    int result = timer_settime(timer, 0, &when, NULL);
+    int error = errno;
+    while (result == 0) {
+        if (flock(fd, LOCK_EX) == 0) break;
+        error = errno;
+        if (error != EINTR) {
+            result = -1;
+        } else if (inbox_monotonic_ms() >= deadline) {
+            error = ETIMEDOUT;
+            result = -1;
+        }
+    }
+    /* A signal still pending is taken by the handler as this call returns. */
+    timer_delete(timer);
+    pthread_sigmask(SIG_SETMASK, &saved, NULL);
+    errno = error;
+    return result;
 }
 
 int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags) {

@@ -2,6 +2,7 @@ import AppContainer
 import Dispatch
 import FuseSupport
 import Glibc
+import Synchronization
 import Testing
 
 /// The one bounded wait for an `flock` (ARCHITECTURE.md, "Nothing blocks an MTA"), against a real holder process
@@ -62,6 +63,44 @@ import Testing
         try LockWait(bound: .seconds(30)).lockExclusive(file.rawValue, doing: "lock", path: path)
         #expect(ContinuousClock.now - start < .seconds(30))
         #expect(FlockHolder(holding: file.rawValue)?.pid == getpid())
+    }
+
+    /// The bounded wait is queued in the kernel as a blocking `flock` is (`/proc/locks` lists it as a waiter, `->`),
+    /// not a loop of tries that a busy lock's other takers keep beating to it; let go, the lock is its.
+    @Test func aBoundedWaiterWaitsInTheKernelsQueue() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.at("queued.lock")
+        let holder = try HeldLock(path)
+        defer { holder.release() }
+        let file = try open(path)
+        let inode = try file.fileStatus().inode
+        let fd = file.rawValue
+        let taken = DispatchSemaphore(value: 0)
+        let outcome = Mutex<(any Error)?>(nil)
+        DispatchQueue.global().async {
+            do {
+                try LockWait(bound: .seconds(60)).lockExclusive(fd, doing: "lock", path: path)
+            } catch {
+                outcome.withLock { $0 = error }
+            }
+            taken.signal()
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        func isQueued() -> Bool {
+            let locks = (try? FileDescriptor("/proc/locks", [.readOnly]).readToEnd()) ?? []
+            return String(decoding: locks, as: UTF8.self).split(separator: "\n").contains { line in
+                let fields = line.split(separator: " ")
+                return fields.count >= 7 && fields[1] == "->" && fields[2] == "FLOCK" && fields[5] == "\(getpid())"
+                    && fields[6].hasSuffix(":\(inode)")
+            }
+        }
+        while !isQueued() && ContinuousClock.now < deadline { usleep(1000) }
+        #expect(isQueued())
+        holder.release()
+        #expect(taken.wait(timeout: .now() + 30) == .success)
+        #expect(outcome.withLock { $0 } == nil)
+        #expect(FlockHolder(holding: fd)?.pid == getpid())
     }
 
     @Test func aFreeLockHasNoHolder() throws {

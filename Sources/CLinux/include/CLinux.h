@@ -15,6 +15,11 @@ int inbox_syncfs(int fd);
 /// waiting and without making anything durable (an fsync still must).
 int inbox_start_writeback(int fd);
 
+/// flock(fd, LOCK_EX), queued in the kernel behind the other waiters as a blocking flock is, cut short after
+/// `milliseconds`: a timer of the calling thread's own (SIGEV_THREAD_ID) sends it a signal whose handler does
+/// nothing and does not restart the call. 0 once held; -1 with errno ETIMEDOUT past the time, else flock's errno.
+int inbox_flock_within(int fd, long milliseconds);
+
 int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags);
 ssize_t inbox_fgetxattr(int fd, const char *name, void *value, size_t size);
 int inbox_fremovexattr(int fd, const char *name);
