@@ -1,5 +1,6 @@
 import AppContainer
 import Foundation
+import InboxFormats
 import InboxKit
 import Testing
 
@@ -160,5 +161,47 @@ import Testing
                 try MailParseDecodingTests.sha256(Array("after".utf8)), try MailParseDecodingTests.sha256(broken),
             ])
         #expect(got.first?.contentType == "application/octet-stream")
+    }
+
+    /// A winmail.dat whose copy cannot be read (an I/O error at any `pread`) fails the message with the error, for
+    /// the import to be tried again (75): never taken for a damaged stream and delivered as it is.
+    @Test func aWinmailDatThatCannotBeReadIsAnErrorNotDeliveredAsItIs() throws {
+        let folder = try MailParse.folder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try makeFile(folder + "/first", Array("hello from Outlook\n".utf8))
+        let (status, _, errors) = try runProgram(
+            "/usr/bin/python3", [MailParse.tnefGenerator, folder + "/winmail.dat", "report.txt=\(folder)/first"])
+        try #require(status == 0, "\(errors)")
+        let text = """
+            From: a@example.com
+            MIME-Version: 1.0
+            Content-Type: multipart/mixed; boundary="B"
+
+            --B
+            Content-Type: application/ms-tnef; name="winmail.dat"
+            Content-Transfer-Encoding: base64
+
+            \(Self.base64(try readFile(folder + "/winmail.dat")))
+            --B--
+
+            """
+        let path = try MailParse.write(text, in: folder, as: "tnef.eml")
+        #expect(try MailParse.attachments(path).map { String(decoding: $0.name, as: UTF8.self) } == ["report.txt"])
+        var failing = 1
+        while true {
+            let plan = SyscallFaultPlan(failing: failing, only: "pread", with: Errno.ioError)
+            let outcome = plan.run { Result { try MailParse.attachments(path) } }
+            guard plan.injected != nil else { break }
+            switch outcome {
+            case .success(let got):
+                Issue.record("pread \(failing) failed, yet: \(got.map { String(decoding: $0.name, as: UTF8.self) })")
+            case .failure(MailError.refused(let why)), .failure(MailError.notAMessage(let why)):
+                Issue.record("pread \(failing) failed, yet the message was refused: \(why)")
+            case .failure:
+                break  // the error, as the import throws it: 75, tried again
+            }
+            failing += 1
+        }
+        #expect(failing > 3, "the TNEF reads are among the preads failed")
     }
 }

@@ -26,15 +26,16 @@ enum Tnef {
     private static let unicode: UInt32 = 31  // PT_UNICODE
     private static let object: UInt32 = 13  // PT_OBJECT
 
-    /// Where libytnef reads the stream: `fd` from offset 0, through `read` below.
+    /// Where libytnef reads the stream: `fd` from offset 0, through `read` below, which keeps a failure to read.
     private struct Input {
         let fd: CInt
         var offset: Int64 = 0
+        var failure: Errno?
     }
 
     /// libytnef's `ReadProc`, as `fread` answers: reads `count` items of `size` bytes into `dest` and returns how
     /// many whole items it read (fewer at the end of the file or on an error, which libytnef takes as a damaged
-    /// stream).
+    /// stream; the error is kept in `Input`, and `withFiles` throws it).
     private static let read:
         @convention(c) (UnsafeMutablePointer<TNEFIOStruct>?, CInt, CInt, UnsafeMutableRawPointer?)
             -> CInt = { io, size, count, dest in
@@ -45,11 +46,15 @@ enum Tnef {
                 var done = 0
                 while done < want {
                     let buffer = UnsafeMutableRawBufferPointer(start: dest + done, count: want - done)
-                    guard let read = try? system_pread(input.pointee.fd, into: buffer, at: input.pointee.offset),
-                        read > 0
-                    else { break }
-                    input.pointee.offset += Int64(read)
-                    done += read
+                    do throws(Errno) {
+                        let read = try system_pread(input.pointee.fd, into: buffer, at: input.pointee.offset)
+                        guard read > 0 else { break }
+                        input.pointee.offset += Int64(read)
+                        done += read
+                    } catch {
+                        input.pointee.failure = error
+                        break
+                    }
                 }
                 return CInt(done / Int(size))
             }
@@ -57,7 +62,8 @@ enum Tnef {
     /// Calls `body` with the files of the TNEF stream in `fd` (read from its start), in order, and returns true;
     /// returns false without calling it when libytnef cannot read the stream or finds no file in it (the part is
     /// then delivered as it is). The files' bytes are libytnef's, released when this returns.
-    /// - Throws: `.refused` for more than `maxFiles` files, or what `body` throws.
+    /// - Throws: `.io` when the stream's file cannot be read (never taken for a damaged stream), `.refused` for
+    ///   more than `maxFiles` files, or what `body` throws.
     static func withFiles(in fd: CInt, maxFiles: Int, _ body: ([TnefFile]) throws(MailError) -> Void)
         throws(MailError) -> Bool
     {
@@ -74,7 +80,9 @@ enum Tnef {
         tnef.pointee.IO.CloseProc = nil
         tnef.pointee.IO.ReadProc = read
         tnef.pointee.IO.data = UnsafeMutableRawPointer(input)
-        guard TNEFParse(tnef) == 0 else { return false }
+        let parsed = TNEFParse(tnef) == 0
+        if let failure = input.pointee.failure { throw .io(failure.failure("read", "a winmail.dat")) }
+        guard parsed else { return false }
         var files: [TnefFile] = []
         var next = tnef.pointee.starting_attach.next
         while let attachment = next {
