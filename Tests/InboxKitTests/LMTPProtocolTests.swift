@@ -98,6 +98,28 @@ import Testing
         #expect(LMTPProtocol.Limits.messageBytes(maxBytes: .max) == .max)
     }
 
+    /// A client that sends no `SIZE=` cannot pass the bound with its data: what comes past it is read to the end
+    /// but written nowhere, nothing is delivered, each recipient gets `552 5.3.4`, and the session goes on.
+    @Test func dataPastTheSizeBoundIsReadToItsEndWrittenNoMoreAnd552() {
+        var session = Driven(limits: LMTPProtocol.Limits(messageBytes: 100))
+        session.open()
+        session.send("RCPT TO:<me@x>\r\nRCPT TO:<you@x>\r\nDATA\r\n")
+        #expect(session.codes() == ["250", "250", "354"])
+        session.send(String(repeating: "0123456789\r\n", count: 30) + ".\r\n")
+        #expect(
+            session.replies()
+                == Array(
+                    repeating: "552 5.3.4 a message over 100 bytes is over the limit", count: 2
+                ).enumerated().map { number, line in
+                    line.replacingOccurrences(of: "552 5.3.4 ", with: "552 5.3.4 <\(number == 0 ? "me" : "you")@x> ")
+                })
+        #expect(session.deliveries.isEmpty)
+        #expect(session.data.count <= 100)
+        session.send("MAIL FROM:<a@x>\r\nRCPT TO:<me@x>\r\nDATA\r\nsmall\r\n.\r\n")
+        #expect(session.codes() == ["250", "250", "354", "250"])
+        #expect(session.deliveries.count == 1)
+    }
+
     /// One pipelined transaction: each RCPT answered as its lookup says, the data dot-unstuffed, one reply per
     /// accepted recipient in RCPT order, each code the outcome's.
     @Test func aPipelinedTransactionGetsOneReplyPerAcceptedRecipientInOrder() {

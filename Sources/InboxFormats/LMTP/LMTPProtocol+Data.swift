@@ -95,6 +95,18 @@ extension LMTPProtocol {
         var chunk: [UInt8] = []
         chunk.reserveCapacity(min(limits.dataChunk, input.count - position + 1))
         let ended = unstuffing.read(input, from: &position, into: &chunk, limit: limits.dataChunk)
+        let over = dataBytes > limits.messageBytes
+        dataBytes += Int64(chunk.count)
+        if over || dataBytes > limits.messageBytes {
+            // Past the bound: read to the end, written no more, refused whole.
+            chunk = []
+            if ended {
+                phase = .delivering
+                delivered(
+                    accepted.map { _ in .overLimit("a message over \(limits.messageBytes) bytes is over the limit") })
+                return nil
+            }
+        }
         if ended {
             phase = .delivering
             return chunk.isEmpty ? nil : .write(chunk)

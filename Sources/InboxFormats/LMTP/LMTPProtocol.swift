@@ -10,8 +10,9 @@
 /// What the caller may assume: the data comes to `.write` dot-unstuffed, each line ended by one LF (a CRLF and a
 /// bare LF alike), in chunks of at most `Limits.dataChunk` bytes, and ends only at CRLF . CRLF; nothing of the
 /// input is held beyond the bytes handed to `receive` and one command line. A connection that ends, times out or
-/// is shut down inside the data gets no `.deliver`: the file is to be dropped. A shutdown waits for the data in
-/// hand to be delivered and answered.
+/// is shut down inside the data gets no `.deliver`: the file is to be dropped; so does data past
+/// `Limits.messageBytes`, whose writes stop there and which is answered `552` without one. A shutdown waits for the
+/// data in hand to be delivered and answered.
 package struct LMTPProtocol {
     package struct Limits: Sendable {
         /// The longest command line, without its line end (`500 5.5.2` past it).
@@ -104,9 +105,12 @@ package struct LMTPProtocol {
     private var greeted = false
     /// Whether a `MAIL FROM` opened a transaction.
     private var transaction = false
-    private var accepted: [Accepted] = []
+    private(set) var accepted: [Accepted] = []
     private var stopping = false
     var unstuffing = DataUnstuffing()
+    /// The message's bytes so far, unstuffed: past `limits.messageBytes` nothing more is written, and the data gets
+    /// `552 5.3.4` for each recipient once it ends, as a `MAIL FROM` with that `SIZE=` would have.
+    var dataBytes: Int64 = 0
 
     /// A session that greets first; `host` names this side in the greeting and the `LHLO` reply.
     package init(host: String, limits: Limits) {
@@ -248,6 +252,7 @@ package struct LMTPProtocol {
             queued.append(.send(Self.reply("354 send the message, ending with <CRLF>.<CRLF>")))
             queued.append(.beginData)
             unstuffing = DataUnstuffing()
+            dataBytes = 0
             phase = .data
         case "RSET":
             guard argument.isEmpty else { return error("501 5.5.4 RSET takes no argument") }
