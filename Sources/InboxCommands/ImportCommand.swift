@@ -27,10 +27,15 @@ package struct ImportCommand: Command {
         words.contains(Array("-".utf8))
     }
 
-    /// For `-`, every failure before the message is read is the installation's, never the message's: 75, so the
-    /// MTA keeps the message and tries again (ARCHITECTURE.md, "Mail import").
-    package static func failedBeforeRunning(_ error: ContainerError, words: ArraySlice<[UInt8]>) -> ContainerError {
+    /// For `-`, a failure (not a refusal, which is a message's outcome) is never the message's fault, whether the
+    /// installation's before it is read or the container's after: 75, so the MTA keeps the message and tries again
+    /// (ARCHITECTURE.md, "Mail import"). The one place this rule is kept.
+    package static func failure(_ error: ContainerError, words: some Sequence<[UInt8]>) -> ContainerError {
         readsStandardInput(words) ? ContainerError(.busy, error.message) : error
+    }
+
+    static func failedBeforeRunning(_ error: ContainerError, words: ArraySlice<[UInt8]>) -> ContainerError {
+        failure(error, words: words)
     }
 
     static func run(_ arguments: Arguments, containerPath: [UInt8]) throws(ContainerError) {

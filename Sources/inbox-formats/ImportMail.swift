@@ -18,7 +18,7 @@ enum ImportMail {
             importer = try MailImporter(
                 inbox: try Inbox(container: container, lockWait: lockWait), limits: try limits(arguments))
         } catch {
-            throw ImportCommand.failedBeforeRunning(error, words: sources[...])
+            throw ImportCommand.failure(error, words: sources)
         }
         let format = try ResultFormat(arguments)
         var objects = format == .json ? JSONArrayPrinter() : nil
@@ -44,8 +44,7 @@ enum ImportMail {
                 try importer.importSource(source, skipped: skipped, progress: { tally.advance($0) }, each: imported)
             } catch {
                 // Standard input is what an MTA hands over: whatever failed there is not the message's fault.
-                let failure = ImportCommand.readsStandardInput([source]) ? ContainerError(.busy, error.message) : error
-                tally.sourceFailed(failure)
+                tally.sourceFailed(ImportCommand.failure(error, words: [source]))
             }
         }
         tally.clearProgress()

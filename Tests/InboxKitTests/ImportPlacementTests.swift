@@ -61,7 +61,8 @@ import Testing
     }
 
     private func place(_ scratch: Scratch, _ staged: Staged, index: ImportIndex) -> [ImportPlacement] {
-        scratch.inbox.placeOnce(staged.messages, writes: staged.writes, index: index, folder: staged.folder.rawValue)
+        ImportLedger(inbox: scratch.inbox, index: index).placeOnce(
+            staged.messages, writes: staged.writes, folder: staged.folder.rawValue)
     }
 
     private func importOnce(_ scratch: Scratch, index: ImportIndex? = nil) throws -> ImportPlacement {
@@ -289,10 +290,9 @@ import Testing
                 in: folder.rawValue, writes: writes
             ) { file in try file.writeAll(attachment.bytes) }
         }
-        let again = inbox.placeOnce(
+        let again = ImportLedger(inbox: inbox, index: try ImportIndex(container: restored)).placeOnce(
             [StagedMessage(key: Self.key, messageID: nil, source: Array("m1.eml".utf8), attachments: copies)],
-            writes: writes,
-            index: try ImportIndex(container: restored), folder: folder.rawValue)[0]
+            writes: writes, folder: folder.rawValue)[0]
         #expect(again.error == nil)
         #expect(again.delivered.map(\.ordinal) == [0, 1, 2], "nothing taken for placed that never was")
     }

@@ -10,13 +10,12 @@ public final class MailImporter {
     public let inbox: Inbox
     /// What a message may hold before it is refused.
     public let limits: MailLimits
-    private let index: ImportIndex
-    private let group: ImportGroup?
+    private let ledger: ImportLedger
     private let digest: SHA256Digest
     private lazy var keys = MessageKey(digest: digest)
 
-    /// An importer into `inbox`, with its container's import index open (rebuilt from the event log when missing
-    /// or damaged), and what a crashed import left repaired. It waits for `import.lock` and `events.lock` as
+    /// An importer into `inbox`, its `ImportLedger` open: the container's import index open (rebuilt from the event
+    /// log when missing or damaged), and what a crashed import left repaired. It waits for `import.lock` and `events.lock` as
     /// `inbox.lockWait` says: an Inbox opened with `.delivery` for what an MTA waits on (ARCHITECTURE.md, "Nothing
     /// blocks an MTA").
     /// - Throws: SQLite's failure to open or make the index, with the exit status that matches it.
@@ -24,20 +23,14 @@ public final class MailImporter {
         try self.init(inbox: inbox, limits: limits, group: nil)
     }
 
-    /// An importer that places its messages together with the other importers of `group` (`ImportGroup`), all of
-    /// one container.
+    /// An importer whose ledger places its messages together with the other ledgers of `group` (`ImportGroup`),
+    /// all of one container.
     init(inbox: Inbox, limits: MailLimits, group: ImportGroup?) throws(ContainerError) {
         self.inbox = inbox
         self.limits = limits
-        self.group = group
-        index = try ImportIndex(container: inbox.container, lockWait: inbox.lockWait)
+        ledger = try ImportLedger(inbox: inbox, group: group)
         digest = try SHA256Digest()
-        try inbox.repairInterruptedImports(index: index)
     }
-
-    /// At most this many messages, or attachments, are placed together (ARCHITECTURE.md, "Mail import").
-    static let batchMessages = 64
-    static let batchAttachments = Inbox.deliveryChunk
 
     /// Imports every message of a source: a message file, an mbox, a Maildir folder (read only), a FIFO or pipe
     /// (read once, typed like a file), or `-` for standard input (one message). `path` is used byte for byte.
@@ -117,7 +110,7 @@ public final class MailImporter {
         var staged = StagedMessage(
             key: message.key, messageID: parsed.messageID, source: message.sourcePath, attachments: [])
         var described: [(sha256: String, contentType: String)] = []
-        if try !index.isComplete(message.key) {
+        if try !ledger.isComplete(message.key) {
             do throws(MailError) {
                 try parsed.forEachAttachment { attachment throws(MailError) in
                     let (file, sha256) = try stage(attachment, of: message, in: folder, writes: batch.writes)
@@ -138,7 +131,7 @@ public final class MailImporter {
         batch.append(.staged(staged, described: described, headers: headers), key: message.key)
     }
 
-    /// Places the batch's staged messages once (see `Inbox.placeOnce`) and calls `each` with every message's
+    /// Places the batch's staged messages once (see `ImportLedger.place`) and calls `each` with every message's
     /// outcome in order, up to the first that failed, whose error is thrown. Leaves `batch` empty.
     private func finish(_ batch: inout ImportBatch, folder: CInt, each: (ImportedMessage) -> Void)
         throws(ContainerError)
@@ -149,14 +142,7 @@ public final class MailImporter {
         let toPlace = entries.compactMap { entry -> StagedMessage? in
             if case .staged(let message, _, _) = entry { message } else { nil }
         }
-        let placements =
-            if toPlace.isEmpty {
-                [ImportPlacement]()
-            } else if let group {
-                group.place(toPlace, writes: writes, inbox: inbox, index: index, folder: folder)
-            } else {
-                inbox.placeOnce(toPlace, writes: writes, index: index, folder: folder)
-            }
+        let placements = toPlace.isEmpty ? [] : ledger.place(toPlace, writes: writes, folder: folder)
         var next = 0
         for entry in entries {
             guard case .staged(let message, let described, let headers) = entry else {
@@ -252,7 +238,7 @@ private struct ImportBatch {
     private var attachments = 0
     let writes = StagedWrites()
 
-    var isFull: Bool { entries.count >= MailImporter.batchMessages || attachments >= MailImporter.batchAttachments }
+    var isFull: Bool { entries.count >= ImportLedger.batchMessages || attachments >= ImportLedger.batchAttachments }
 
     mutating func append(_ entry: Entry, key: [UInt8]) {
         entries.append(entry)

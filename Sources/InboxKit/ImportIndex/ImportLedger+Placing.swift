@@ -1,34 +1,40 @@
 import AppContainer
 import Glibc
-import InboxKit
 
 /// The attachments of one message, staged in the Inbox and ready to be delivered once.
-struct StagedMessage {
+package struct StagedMessage {
     /// The SHA-256 of the message's bytes: its key in the import index.
-    let key: [UInt8]
-    let messageID: String?
+    package let key: [UInt8]
+    package let messageID: String?
     /// The source as given (`-` for standard input), byte for byte.
-    let source: [UInt8]
+    package let source: [UInt8]
     /// In the message's order: an attachment's index is its ordinal.
-    var attachments: [StagedDelivery]
+    package var attachments: [StagedDelivery]
     /// By ordinal, why a winmail.dat is delivered as it is (`MailAttachment.notExpanded`): its `delivered` record's
     /// `not_expanded`.
-    var notExpanded: [Int: String] = [:]
+    package var notExpanded: [Int: String] = [:]
 
-    var keyHex: String { SHA256Digest.hex(key) }
+    package init(key: [UInt8], messageID: String?, source: [UInt8], attachments: [StagedDelivery]) {
+        self.key = key
+        self.messageID = messageID
+        self.source = source
+        self.attachments = attachments
+    }
+
+    package var keyHex: String { SHA256Digest.hex(key) }
 }
 
 /// What placing a message did.
-struct ImportPlacement {
+package struct ImportPlacement {
     /// The attachments delivered now, with their ordinals.
-    var delivered: [(ordinal: Int, item: InboxItem)] = []
+    package var delivered: [(ordinal: Int, item: InboxItem)] = []
     /// The message as the index knew it when it was imported before, whole: nothing was delivered.
-    var duplicateOf: ImportIndex.Imported?
-    var duplicate: Bool { duplicateOf != nil }
-    var error: ContainerError?
+    package var duplicateOf: ImportIndex.Imported?
+    package var duplicate: Bool { duplicateOf != nil }
+    package var error: ContainerError?
 }
 
-extension Inbox {
+extension ImportLedger {
     /// Delivers the attachments of staged messages that the import index does not show delivered, exactly once
     /// across processes and crashes (ARCHITECTURE.md, "Mail import"), and logs `delivered` for each (with
     /// `message_sha256` and `ordinal`) and one `imported` record per message. Returns what became of each message,
@@ -38,9 +44,7 @@ extension Inbox {
     /// written (`settlePlacingRecords`); then the attachments are recorded as placing (staging name and inode),
     /// durably and in one commit, before they are renamed into the Inbox together, and delivered after.
     /// The messages must have distinct keys.
-    func placeOnce(_ messages: [StagedMessage], writes: StagedWrites, index: ImportIndex, folder: CInt)
-        -> [ImportPlacement]
-    {
+    func placeOnce(_ messages: [StagedMessage], writes: StagedWrites, folder: CInt) -> [ImportPlacement] {
         var outcomes = messages.map { _ in ImportPlacement() }
         // Staging files to remove at the end: only ones no placing record names (see above).
         var leftOver = messages.flatMap { $0.attachments.map(\.staging) }
@@ -51,7 +55,7 @@ extension Inbox {
         var toPlace: [(message: Int, ordinal: Int)] = []
         do throws(ContainerError) {
             try index.locked { () throws(ContainerError) in
-                try settlePlacingRecords(index: index)
+                try inbox.settlePlacingRecords(index: index)
                 var done: [Set<Int>] = []
                 for (number, message) in messages.enumerated() {
                     if let imported = try index.imported(message.key) {
@@ -84,11 +88,11 @@ extension Inbox {
                         })
                 } catch {
                     // The commit may have happened all the same: the files go only once the index has forgotten them.
-                    try forgetPlacing(messages, toPlace, index: index)
+                    try forgetPlacing(messages, toPlace)
                     leftOver += staging
                     throw error
                 }
-                let placement = place(
+                let placement = inbox.place(
                     toPlace.map { messages[$0.message].attachments[$0.ordinal] }, writes: writes, in: folder,
                     records: { delivered in importRecords(messages, outcomes, toPlace, delivered) })
                 for (placed, item) in placement.placed {
@@ -103,7 +107,7 @@ extension Inbox {
                     outcomes[number].error = placement.error
                 }
                 // The index is a cache of the log: what it says delivered, the log holds durably first.
-                if placement.recorded { try log.sync() }
+                if placement.recorded { try inbox.log.sync() }
                 for number in messages.indices where !outcomes[number].duplicate {
                     settlements[number].delivered = outcomes[number].delivered.map { ($0.ordinal, $0.item.name) }
                     // Without its records, no message is complete: the next import logs what is missing.
@@ -124,9 +128,9 @@ extension Inbox {
     }
 
     /// Forgets, durably, the placing records of the attachments `toPlace` names.
-    private func forgetPlacing(
-        _ messages: [StagedMessage], _ toPlace: [(message: Int, ordinal: Int)], index: ImportIndex
-    ) throws(ContainerError) {
+    private func forgetPlacing(_ messages: [StagedMessage], _ toPlace: [(message: Int, ordinal: Int)])
+        throws(ContainerError)
+    {
         var settlements = messages.map {
             ImportIndex.Settlement(key: $0.key, count: $0.attachments.count, messageID: $0.messageID)
         }

@@ -1,16 +1,16 @@
 import AppContainer
 import Dispatch
-import InboxKit
 import Synchronization
 
-/// The importers of one container in one process placing their messages together (ARCHITECTURE.md, "Mail import"):
+/// The ledgers of one container in one process placing their messages together (ARCHITECTURE.md, "Mail import"):
 /// the group commit of concurrent deliveries (`inbox lmtp`'s sessions). Each importer parses and stages its message
-/// on its own thread, then hands it here. The first to come leads: it places, in one `Inbox.placeOnce`, its own
-/// message and every one that came meanwhile (up to `MailImporter`'s batch limits, keys distinct), so a batch shares
+/// on its own thread, then its ledger hands it here. The first to come leads: its ledger places, in one `placeOnce`,
+/// its own message and every one that came meanwhile (up to `ImportLedger`'s batch limits, keys distinct), so a
+/// batch shares
 /// one index commit, one fsync of the Inbox folder and one of the log. Then it hands
 /// the lead to the first still waiting and returns; the others return with their outcomes. Each importer syncs its
 /// staged files before it hands them in, in parallel with the others, so the batch waits on no file's fsync.
-final class ImportGroup: Sendable {
+package final class ImportGroup: Sendable {
     /// One importer's messages, waiting to be placed.
     private final class Request: @unchecked Sendable {
         // Handed between threads only through `ImportGroup.state` and `answered`.
@@ -37,16 +37,16 @@ final class ImportGroup: Sendable {
 
     private let state = Mutex(State())
 
-    init() {}
+    package init() {}
 
     /// How many requests wait for their batch now, and how many batches were placed so far.
     var waiting: Int { state.withLock { $0.waiting.count } }
     var batches: Int { state.withLock { $0.batches } }
 
-    /// Places `messages` (distinct keys), staged with `writes`, as `Inbox.placeOnce` does, together with other
-    /// importers' messages: `inbox`, `index` and `folder` are this importer's, used if it leads. Returns what became
-    /// of each message, in order.
-    func place(_ messages: [StagedMessage], writes: StagedWrites, inbox: Inbox, index: ImportIndex, folder: CInt)
+    /// Places `messages` (distinct keys), staged with `writes`, as `placeOnce` does, together with other ledgers'
+    /// messages: `ledger` and `folder` are the caller's, used if it leads. Returns what became of each message, in
+    /// order.
+    func place(_ messages: [StagedMessage], writes: StagedWrites, by ledger: ImportLedger, folder: CInt)
         -> [ImportPlacement]
     {
         // Each importer syncs its own files, beside the others; one that failed fails the batch it joins.
@@ -68,7 +68,7 @@ final class ImportGroup: Sendable {
         }
         let writes = batch[0].writes
         for other in batch.dropFirst() { writes.take(other.writes) }
-        var outcomes = inbox.placeOnce(batch.flatMap(\.messages), writes: writes, index: index, folder: folder)[...]
+        var outcomes = ledger.placeOnce(batch.flatMap(\.messages), writes: writes, folder: folder)[...]
         for member in batch {
             member.outcomes = Array(outcomes.prefix(member.messages.count))
             outcomes = outcomes.dropFirst(member.messages.count)
@@ -86,7 +86,7 @@ final class ImportGroup: Sendable {
     }
 
     /// The requests placed together next, taken from the front of `waiting`: the first, then each after it while
-    /// the batch stays within `MailImporter`'s limits and no key comes twice (`placeOnce` wants them distinct).
+    /// the batch stays within `ImportLedger`'s limits and no key comes twice (`placeOnce` wants them distinct).
     private static func takeBatch(_ waiting: inout [Request]) -> [Request] {
         var keys = Set(waiting[0].messages.map(\.key))
         var messages = waiting[0].messages.count
@@ -96,7 +96,7 @@ final class ImportGroup: Sendable {
             messages += request.messages.count
             attachments += request.attachments
             let requestKeys = request.messages.map(\.key)
-            guard messages <= MailImporter.batchMessages, attachments <= MailImporter.batchAttachments,
+            guard messages <= ImportLedger.batchMessages, attachments <= ImportLedger.batchAttachments,
                 keys.isDisjoint(with: requestKeys)
             else { break }
             keys.formUnion(requestKeys)
