@@ -172,15 +172,11 @@ private struct CleanupExecutor {
         var results = items.map { setAside($0) }
         let aside = results.indices.filter { if case .deleted = results[$0] { true } else { false } }
         do {
-            try log.append(
-                aside.map {
-                    Event(
-                        .deleted,
-                        [
-                            "path": .path(items[$0].path), "reason": .string(batch[$0].reason),
-                            "size": .int(batch[$0].bytes),
-                        ])
-                }, durable: true)
+            var records = EncodedEvents(reservingCapacity: aside.count)
+            for index in aside {
+                records.appendDeleted(path: items[index].path, reason: batch[index].reason, size: batch[index].bytes)
+            }
+            if !records.isEmpty { _ = try log.append(records, durable: true) }
         } catch {
             // The records may or may not have reached the log (a failed fsync): settle the batch now by what the
             // log holds, as the next clean would; if that fails too, the asides and the intent wait for it.

@@ -158,6 +158,22 @@ struct EncodedEvents {
         bytes.append(UInt8(ascii: "\""))
     }
 
+    /// As `.path(path)`.
+    mutating func field(_ key: StaticString, path: [UInt8]) {
+        bytes.append(UInt8(ascii: ","))
+        EventEncoding.appendPathMember(key.description, path, to: &bytes)
+    }
+
+    /// The one `deleted` record: the item's logged path, why, and its identity or size where known.
+    mutating func appendDeleted(path: [UInt8], reason: String, identity: Identity? = nil, size: Int64? = nil) {
+        begin(.deleted)
+        field("path", path: path)
+        field("reason", reason)
+        if let identity { field("id", identity: identity) }
+        if let size { field("size", size) }
+        end()
+    }
+
     /// As `.path(folder + name.bytes)`, where `folder` is valid UTF-8 that ends in `/`.
     mutating func field(_ key: StaticString, folder: [UInt8], _ name: FileName) {
         guard EventEncoding.isValidUTF8(name.bytes) else {

@@ -220,10 +220,9 @@ extension Inbox {
         } catch {
             throw error.failure("sweep staging files in", container.path(.inbox))
         }
-        try log.append(
-            swept.map {
-                Event(.deleted, ["path": .path(loggedPath(.inbox, $0)), "reason": .string("abandoned staging")])
-            })
+        var records = EncodedEvents(reservingCapacity: swept.count)
+        for name in swept { records.appendDeleted(path: loggedPath(.inbox, name), reason: "abandoned staging") }
+        if !records.isEmpty { _ = try log.append(records, durable: false) }
         return swept
     }
 }

@@ -63,13 +63,9 @@ public struct InboxItem: Sendable {
         guard deleted else {
             throw ContainerError(.noSuchItem, "'\(inbox.itemPath(name))' was replaced by another file; not deleted")
         }
-        try inbox.log.append(
-            Event(
-                .deleted,
-                [
-                    "path": .path(inbox.loggedPath(.inbox, name)), "reason": .string(reason),
-                    "id": .string(Identity(status).text),
-                ]))
+        var record = EncodedEvents()
+        record.appendDeleted(path: inbox.loggedPath(.inbox, name), reason: reason, identity: Identity(status))
+        _ = try inbox.log.append(record, durable: false)
     }
 
     /// Moves the item into Documents and returns it as a writable document (ARCHITECTURE.md, "How an arrival flows").

@@ -54,11 +54,8 @@ extension ArrivalPipeline {
                 return .stayed
             case .delete:
                 guard try mover.delete(decided.name, expected: decided.status) else { return .stayed }
-                records.begin(.deleted)
-                records.field("path", folder: loggedInbox, decided.name)
-                records.field("reason", reason)
-                records.field("id", identity: decided.identity)
-                records.end()
+                records.appendDeleted(
+                    path: loggedInbox + decided.name.bytes, reason: reason, identity: decided.identity)
                 failed.remove(decided.name)
                 return .deleted
             case .move:

@@ -123,11 +123,7 @@ extension ArrivalPipeline {
             failed.remove(name)
             // Decided, logged, and gone: the unlink happened before the crash (an aside was put back above).
             arrived.remove(id)
-            records.begin(.deleted)
-            records.field("path", folder: loggedInbox, name)
-            records.field("reason", "recovered")
-            records.field("id", identity: id)
-            records.end()
+            records.appendDeleted(path: loggedInbox + name.bytes, reason: "recovered", identity: id)
             return
         }
         // The rename happened before the crash: find the name it took in Documents by its inode, and give it the
