@@ -53,18 +53,12 @@ package struct FileDescriptor: ~Copyable {
 
     /// Writes all of `bytes`, continuing after short writes.
     package func writeAll(_ bytes: UnsafeRawBufferPointer) throws(Errno) {
-        var offset = 0
-        while offset < bytes.count {
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-            offset += try system_write(rawValue, rest)
-        }
+        try AppContainer.writeAll(bytes, to: rawValue)
     }
 
     /// Writes all of `bytes`, continuing after short writes.
     package func writeAll(_ bytes: [UInt8]) throws(Errno) {
-        try bytes.withUnsafeBytes { buffer in
-            Result(catching: { () throws(Errno) in try writeAll(buffer) })
-        }.get()
+        try AppContainer.writeAll(bytes, to: rawValue)
     }
 
     /// Writes all of `bytes` at `offset` (`pwrite`), continuing after short writes; the file offset stays.
@@ -110,4 +104,20 @@ package final class SharedDescriptor {
 
     /// `fsync`: the file's data and metadata on disk.
     package func sync() throws(Errno) { try descriptor.sync() }
+}
+
+/// Writes all of `bytes` to `fd`, continuing after short writes: the one such loop, for a descriptor held raw too
+/// (the event log's).
+package func writeAll(_ bytes: UnsafeRawBufferPointer, to fd: CInt) throws(Errno) {
+    var offset = 0
+    while offset < bytes.count {
+        offset += try system_write(fd, UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+    }
+}
+
+/// `writeAll(_:to:)` for an array.
+package func writeAll(_ bytes: [UInt8], to fd: CInt) throws(Errno) {
+    try bytes.withUnsafeBytes { buffer in
+        Result(catching: { () throws(Errno) in try writeAll(buffer, to: fd) })
+    }.get()
 }

@@ -204,7 +204,7 @@ public final class EventLog: Sendable {
             start = end
         }
         do {
-            try writeAll(log, buffer)
+            try writeAll(buffer, to: log)
         } catch {
             // Part of the batch may be on disk: the next append repairs the tail before writing.
             writer.trusted = false
@@ -599,16 +599,4 @@ func readRange(_ fd: CInt, from offset: Int64, count: Int) throws(Errno) -> [UIn
     }
     bytes.removeSubrange(filled...)
     return bytes
-}
-
-/// Writes all of `bytes`, continuing after a short write.
-private func writeAll(_ fd: CInt, _ bytes: [UInt8]) throws(Errno) {
-    try bytes.withUnsafeBytes { buffer in
-        Result(catching: { () throws(Errno) in
-            var offset = 0
-            while offset < buffer.count {
-                offset += try system_write(fd, UnsafeRawBufferPointer(rebasing: buffer[offset...]))
-            }
-        })
-    }.get()
 }
