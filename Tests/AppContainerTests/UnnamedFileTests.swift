@@ -21,6 +21,20 @@ import Testing
         #expect(try readFile(scratch.at("a.txt")) == Array("whole".utf8))
     }
 
+    /// Before Linux 6.10 an account without CAP_DAC_READ_SEARCH gets ENOENT from `linkat(AT_EMPTY_PATH)`: the
+    /// file is linked through its /proc/self/fd name instead (the kernel's answer forced here: this one allows both).
+    @Test func anAccountOnAnOlderKernelLinksThroughProc() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = try FileDescriptor(folder: scratch.path)
+        let file = try UnnamedFile(in: folder.rawValue, .writeOnly, mode: 0o600)
+        try file.descriptor.writeAll(Array("whole".utf8))
+        let plan = SyscallFaultPlan(only: "linkat", forcing: ("linkat", .noSuchFile))
+        try plan.run { try file.name(try name("a.txt")) }
+        #expect(plan.calls == ["linkat"], "the forced call is not counted: one more made")
+        #expect(try readFile(scratch.at("a.txt")) == Array("whole".utf8))
+    }
+
     @Test func onTheMountItIsStagedLockedAndNamedWithoutReplacing() throws {
         let mount = try FuseMount()
         let folder = try FileDescriptor(folder: mount.mountPoint)

@@ -167,7 +167,15 @@ package func system_linkat(
 @inline(never)
 package func system_linkOpenFile(_ fd: CInt, _ directory: CInt, _ path: some CStringConvertible) throws(Errno) {
     try withCPath(path) { path throws(Errno) in
-        _ = try valueOrErrno("linkat") { linkat(fd, "", directory, path, inbox_AT_EMPTY_PATH) }
+        do throws(Errno) {
+            _ = try valueOrErrno("linkat") { linkat(fd, "", directory, path, inbox_AT_EMPTY_PATH) }
+        } catch .noSuchFile {
+            // Before Linux 6.10 only CAP_DAC_READ_SEARCH may link by `AT_EMPTY_PATH` (ENOENT otherwise): an account
+            // links the file through its /proc/self/fd name, as open(2) shows for O_TMPFILE.
+            _ = try valueOrErrno("linkat") {
+                linkat(AT_FDCWD, "/proc/self/fd/\(fd)", directory, path, AT_SYMLINK_FOLLOW)
+            }
+        }
     }
 }
 
