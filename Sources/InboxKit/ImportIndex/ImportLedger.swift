@@ -18,8 +18,8 @@ package final class ImportLedger {
     /// what a crashed import left repaired. Its locks are waited for as `inbox.lockWait` says.
     /// - Throws: SQLite's failure to open or make the index, with the exit status that matches it.
     package convenience init(inbox: Inbox, group: ImportGroup? = nil) throws(ContainerError) {
-        try self.init(
-            inbox: inbox, index: try ImportIndex(container: inbox.container, lockWait: inbox.lockWait), group: group)
+        let index = try ImportIndex(container: inbox.container, lockWait: inbox.lockWait)
+        self.init(inbox: inbox, index: index, group: group)
         try inbox.repairInterruptedImports(index: index)
     }
 
