@@ -87,24 +87,33 @@ package final class StagedWrites {
 }
 
 extension Inbox {
-    /// Creates `staging` in the Inbox folder, lets `write` fill it, and hands it to `writes`, which fsyncs and closes
-    /// it before it is placed; removes it when anything fails, and rethrows.
+    /// Makes a file in the Inbox folder, lets `write` fill it, names it `staging`, and hands it to `writes`, which
+    /// fsyncs and closes it before it is placed; removes it when anything fails, and rethrows. The file is unnamed
+    /// while it is made and written (`UnnamedFile`): the folder's lock is not held while the filesystem finds it an
+    /// inode, so concurrent importers of one Inbox do not wait for each other there.
     package func stage(
         _ staging: FileName, named name: FileName, shown: String, in folder: CInt, writes: StagedWrites,
         write: (borrowing FileDescriptor) throws -> Void
     ) throws -> StagedDelivery {
-        var created = false
+        var named = false
         do {
-            let file = try FileDescriptor(
-                at: folder, staging, [.writeOnly, .create, .exclusive, .noFollow], mode: 0o444)
-            created = true
-            try write(file)
-            let status = try file.fileStatus()
-            try writes.add(file)
+            let file = try UnnamedFile(in: folder, .writeOnly, mode: 0o444)
+            do {
+                try write(file.descriptor)
+                try file.name(staging, unique: true)
+            } catch {
+                // A staging name of an unnamed file the removal misses is swept later (`sweepAbandonedStaging`).
+                _ = try? file.discard()
+                throw error
+            }
+            named = true
+            let descriptor = file.take()
+            let status = try descriptor.fileStatus()
+            try writes.add(descriptor)
             return StagedDelivery(staging: staging, name: name, status: status, shown: shown)
         } catch {
             // A hidden staging file the unlink misses is swept later (`sweepAbandonedStaging`).
-            if created { _ = try? system_unlinkat(folder, staging) }
+            if named { _ = try? system_unlinkat(folder, staging) }
             throw error
         }
     }
