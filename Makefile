@@ -64,7 +64,7 @@ RELEASE_BUILD = rm -rf "$$($(SWIFT) build -c release --show-bin-path)" && $(SWIF
 # runtime from the toolchain that built it (its RUNPATH).
 INSTALL_SWIFTFLAGS ?= $(RELEASE_SWIFTFLAGS)
 
-.PHONY: deps build test test-system demo lint format clean bench bench-mail bench-tools bench-mail-tools hot-functions release \
+.PHONY: deps build test test-fast test-system demo lint format clean bench bench-mail bench-tools bench-mail-tools hot-functions release \
 	install install-files deb uninstall
 
 # Installs the Debian packages the build and the tests need, only when one is missing, asking nothing.
@@ -82,6 +82,16 @@ build: deps
 # Postfix, users or services.
 test: deps
 	Tests/host-unchanged $(SWIFT) test $(STRICT) --skip SystemTests
+
+# One room's tests, the fast loop while working in one part of the code: ROOM is a folder under Tests/, as
+# Sources/ has it (make test-fast ROOM=InboxFormatsTests/LMTP). Its suites and test classes, found by name, run alone.
+test-fast: deps
+	@[ -n "$(ROOM)" ] && [ -d "Tests/$(ROOM)" ] || { echo "make test-fast ROOM=<a folder under Tests/>" >&2; exit 64; }
+	@suites=$$(grep -rhoE '^(@Suite[^)]*\)? *)?(final )?(struct|class) [A-Za-z0-9_]+' Tests/$(ROOM) --include=*.swift \
+		| awk '{print $$NF}' | sort -u | paste -sd'|'); \
+	[ -n "$$suites" ] || { echo "no tests in Tests/$(ROOM)" >&2; exit 66; }; \
+	echo "$(SWIFT) test --filter '\.($$suites)/'"; \
+	Tests/host-unchanged $(SWIFT) test $(STRICT) --skip SystemTests --filter "\.($$suites)/"
 
 # The tests that need the real parts (ARCHITECTURE.md, "Folders"): servers they start themselves (sshd on loopback),
 # the network and FUSE filesystems mounted over them, and the package (make deb) installed in a clean Debian 12
