@@ -1,7 +1,7 @@
 import AppContainer
 import Dispatch
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// The one bounded wait for an `flock` (ARCHITECTURE.md, "Nothing blocks an MTA"), against a real holder process

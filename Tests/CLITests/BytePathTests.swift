@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// Paths are bytes (ARCHITECTURE.md, "Paths are bytes"): a `--container`, `$INBOX_CONTAINER`, `--root` entry,
@@ -33,7 +34,7 @@ import Testing
     }
 
     @Test func aContainerNamedByBytesThatAreNotUTF8IsExactlyThatFolder() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let exact = bytes(folder.path + "/") + Self.oddName
         let sibling = bytes(folder.path + "/") + Self.replacedName
         let made = try run([bytes("--container"), exact, bytes("init")])
@@ -72,7 +73,7 @@ import Testing
     }
 
     @Test func inboxContainerAndXDGDataHomeFromTheEnvironmentAreReadAsBytes() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let exact = bytes(folder.path + "/") + Self.oddName
         #expect(try run([bytes("--container"), exact, bytes("init")]).status == 0)
         let source = bytes(folder.path + "/plain.txt")
@@ -94,7 +95,7 @@ import Testing
     }
 
     @Test func aContainerUnderTheRootNamedByBytesThatAreNotUTF8IsServed() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let root = folder.path + "/apps"
         let exact = bytes(root + "/") + Self.oddName
         #expect(try run([bytes("--container"), exact, bytes("init")]).status == 0)
@@ -112,7 +113,7 @@ import Testing
     }
 
     @Test func aRootAndANamedContainerThatAreNotUTF8AreServedByOneFleet() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let root = bytes(folder.path + "/apps") + [0xFF]
         let named = bytes(folder.path + "/named") + [0xFE]
         let containers = [root + bytes("/a"), named]
@@ -137,7 +138,7 @@ import Testing
     }
 
     @Test func backupToAndRestoreFromAPathThatIsNotUTF8() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let exact = bytes(folder.path + "/") + Self.oddName
         #expect(try run([bytes("--container"), exact, bytes("init")]).status == 0)
         let source = bytes(folder.path + "/") + Self.oddFile
@@ -175,7 +176,7 @@ import Testing
     }
 
     @Test func aBundleFolderNamedByBytesThatAreNotUTF8IsInstalled() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let bundle = bytes(folder.path + "/bundle") + [0xFF]
         #expect(mkdir(cPath(bundle), 0o755) == 0)
         try write(bundle + bytes("/Info.plist"), "<plist/>")

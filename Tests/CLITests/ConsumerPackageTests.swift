@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import InboxKit
+import TestSupport
 import Testing
 
 /// The README's library examples as a package of one's own holds them: the README's `Package.swift` beside a link
@@ -8,8 +9,7 @@ import Testing
 /// `containerPath` and the like, in a file beside it), built by SwiftPM and run. The package lies in
 /// `.build/readme-consumer`, so a second run builds only what changed.
 @Suite(.serialized) struct ConsumerPackageTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../..").standardized.path
+    static let repository = TestPaths.repository
 
     /// The README's Swift blocks, in order.
     static func swiftBlocks() throws -> [String] {

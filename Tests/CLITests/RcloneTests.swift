@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// A container on a real rclone mount, which refuses `renameat2`'s flags and `link` too (ARCHITECTURE.md, "Network
@@ -41,7 +41,7 @@ import Testing
         let log = served + "/Library/Application Support/inbox/events.jsonl"
         let logged = FileManager.default.contents(atPath: log)
         let container = mount.mountPoint + "/c"
-        let outside = try TemporaryFolder()
+        let outside = try Scratch()
         let source = try outside.file("a.txt", "delivered")
         let message = ImportCrashTests.message(1, subject: "on rclone", attachments: ["c.bin"])
         let mail = try outside.file("message.eml", message)

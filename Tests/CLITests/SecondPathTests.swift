@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// One container reached through two paths on this host: a bindfs mount and its backing folder (ARCHITECTURE.md,
@@ -26,7 +26,7 @@ import Testing
         let (mount, mounted, backing) = try Self.container()
         _ = mount
         let (first, second) = firstThroughTheMount ? (mounted, backing) : (backing, mounted)
-        let watcher = try RunningWatcher(first, ["--on-arrival", "move", "--poll-interval", "0.2", "--settle", "0.3"])
+        let watcher = try WatchProcess(first, ["--on-arrival", "move", "--poll-interval", "0.2", "--settle", "0.3"])
         defer { watcher.kill9() }
         let started = logRecords(first, event: "watch-started").count
         for arguments in [["watch", "--once"], ["watch", "--on-arrival", "move"]] {
@@ -56,7 +56,7 @@ import Testing
     @Test func aLockNamingAGoneWatcherHoldsNothing() throws {
         let (mount, mounted, backing) = try Self.container()
         _ = mount
-        let watcher = try RunningWatcher(mounted, ["--poll-interval", "0.2"])
+        let watcher = try WatchProcess(mounted, ["--poll-interval", "0.2"])
         watcher.kill9()
         let once = try Self.run(["--container", backing, "watch", "--once"])
         #expect(once.status == 0, "\(once.stderr)")

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// `inbox` runs every command but those that need InboxFormats (GMime, libarchive), which it hands whole to
@@ -26,9 +27,9 @@ import Testing
     }
 
     @Test func anInstalledInboxHandsImportAndBackupsToInboxFormatsInLibexec() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let inbox = try Self.install(under: folder.path + "/usr")
-        let container = try folder.container()
+        let container = try folder.initContainer()
 
         let imported = try Self.run(inbox, "--container", container, "import", "-", input: ImportCommandTests.message)
         #expect(imported.status == 0, "\(imported.stderr)")
@@ -48,9 +49,9 @@ import Testing
     }
 
     @Test func withoutInboxFormatsSuchACommandFailsWith75InOneLineAndTheRestStillRun() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let inbox = try Self.install(under: folder.path + "/usr", withFormats: false)
-        let container = try folder.container()
+        let container = try folder.initContainer()
 
         for arguments in [["import", "-"], ["backup", "--to", folder.path + "/b.tar"], ["backup-plan"]] {
             let result = try InboxProcess.run(
@@ -71,9 +72,9 @@ import Testing
     }
 
     @Test func anInboxInPlaceOfInboxFormatsIsRefusedOnceNotRunInALoop() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let inbox = try Self.install(under: folder.path + "/usr", withFormats: false)
-        let container = try folder.container()
+        let container = try folder.initContainer()
         #expect(link(inbox, folder.path + "/usr/bin/inbox-formats") == 0)
         let result = try Self.run(inbox, "--container", container, "import", "-", input: ImportCommandTests.message)
         #expect(result.status == 75, "\(result.stderr)")
@@ -109,9 +110,9 @@ import Testing
     }
 
     @Test func theWatcherMapsNeitherMailLibrariesNorLibmagicForTextAndALogReaderNoHashing() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
-        let watcher = try RunningWatcher(container, ["--on-arrival", "move"])
+        let folder = try Scratch()
+        let container = try folder.initContainer()
+        let watcher = try WatchProcess(container, ["--on-arrival", "move"])
         defer { _ = try? watcher.stop() }
         try folder.file("note.txt", "hello")
         #expect(rename(folder.path + "/note.txt", container + "/Documents/Inbox/note.txt") == 0)
