@@ -49,7 +49,7 @@ import Testing
             ["status"], ["ls"], ["log"], ["deliver", source], ["move", "b.txt"], ["import", mail], ["clean"],
             ["watch", "--once", "--single-host", "--on-arrival", "move"], ["init"],
         ] {
-            Self.expectOneLineNamingRclone(try Self.runList(["--container", container] + command), "\(command)")
+            Self.expectOneLineNamingRclone(try InboxProcess.run(["--container", container] + command), "\(command)")
         }
         // Standard input is an MTA's: anything but the message's own fault is 75, for it to try again (never
         // bounced), with the same one line.
@@ -59,9 +59,5 @@ import Testing
         #expect(FileManager.default.contents(atPath: log) == logged, "nothing is logged")
         #expect(try Self.visible(served + "/Documents/Inbox") == ["b.txt"])
         #expect(try Self.visible(served + "/Documents") == ["Inbox"])
-    }
-
-    private static func runList(_ arguments: [String]) throws -> InboxProcess.Result {
-        try InboxProcess.run(arguments.map { Array($0.utf8) })
     }
 }

@@ -43,10 +43,20 @@ public struct InboxProcess {
         return try child.finish(input: input)
     }
 
-    public static func run(_ arguments: String..., input: String = "", environment: [String: String] = [:]) throws
-        -> Result
-    {
-        try run(arguments.map { Array($0.utf8) }, input: Array(input.utf8), environment: environment)
+    /// Runs `inbox ARGS…` (or `executable ARGS…`) to the end, feeding `input` on stdin.
+    public static func run(
+        _ arguments: String..., input: String = "", environment: [String: String] = [:], executable: String = binary
+    ) throws -> Result {
+        try run(arguments, input: input, environment: environment, executable: executable)
+    }
+
+    /// Runs `inbox ARGS…` (or `executable ARGS…`) to the end, feeding `input` on stdin.
+    public static func run(
+        _ arguments: [String], input: String = "", environment: [String: String] = [:], executable: String = binary
+    ) throws -> Result {
+        try run(
+            arguments.map { Array($0.utf8) }, input: Array(input.utf8), environment: environment, executable: executable
+        )
     }
 
     /// Runs `inbox ARGS…` to its end like `run`, and returns its peak resident memory in bytes (`ru_maxrss`).

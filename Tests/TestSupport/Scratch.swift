@@ -85,6 +85,28 @@ package final class Scratch: Sendable {
         try MoveJournal(container: container).entriesLeft()
     }
 
+    /// Every name in the Inbox (claims included) and Documents that holds `bytes`, relative to the container.
+    package func copies(of bytes: [UInt8]) throws -> [String] {
+        let inbox = try inboxEntries().map { "Documents/Inbox/" + $0 }
+        let documents = try documentsEntries().map { "Documents/" + $0 }
+        return try (inbox + documents).filter {
+            try status(container.root + "/" + $0).kind == .regular && readFile(container.root + "/" + $0) == bytes
+        }
+    }
+
+    /// A child another test is spawning may hold a copy of a move journal record's descriptor until it execs:
+    /// waits until every record's lock is free, as it is once every process that held it is gone.
+    package func waitForDeadMoversLocks(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let journal = container.stateDirectory + "/journal"
+        for name in try journalEntries() {
+            let record = try FileDescriptor(journal + "/" + name, [.readWrite, .noFollow])
+            let free = waitUntil(timeout: 30, interval: 0.001) {
+                (try? system_flock(record.rawValue, LOCK_EX | LOCK_NB)) != nil
+            }
+            #expect(free, "the record of a dead mover is unlocked", sourceLocation: sourceLocation)
+        }
+    }
+
     // MARK: - As a user makes them
 
     /// A fresh container made by `inbox init`, `container` in the folder; its path.

@@ -22,7 +22,7 @@ import Testing
         // An Inbox item's age counts from its arrival, which cannot be set back: a second's limit, and a wait.
         #expect(try waitUntilArrived(container + "/Documents/Inbox/old3.pdf", moreThan: 1))
         let arguments = ["--container", container, "clean", "--caches-max-bytes", "1K", "--inbox-max-age", "1s"]
-        let dry = try run(arguments + ["--dry-run"])
+        let dry = try InboxProcess.run(arguments + ["--dry-run"])
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stderr.isEmpty)
         #expect(dry.lines.count == 4 + 12 + 4, "\(dry.stdoutText)")
@@ -32,7 +32,7 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/tmp").count == 12)
         #expect(logRecords(container, event: "deleted").isEmpty)
 
-        let real = try run(arguments)
+        let real = try InboxProcess.run(arguments)
         #expect(real.status == 0, "\(real.stderr)")
         #expect(real.stdout == dry.stdout, "the same lines, in the same order")
         #expect(real.stderr.isEmpty)
@@ -59,7 +59,7 @@ import Testing
         try write(container + "/Documents/Inbox/old.pdf", bytes: 3)
         #expect(try waitUntilArrived(container + "/Documents/Inbox/old.pdf", moreThan: 1))
         for (flag, deleted) in [("--dry-run", false), (nil, true)] {
-            let result = try run(
+            let result = try InboxProcess.run(
                 ["--container", container, "clean", "--json", "--inbox-max-age", "1s"] + (flag.map { [$0] } ?? []))
             #expect(result.status == 0, "\(result.stderr)")
             let array = try #require(try JSONSerialization.jsonObject(with: Data(result.stdout)) as? [[String: Any]])
@@ -102,7 +102,7 @@ import Testing
     func badFlagsAreUsageErrors(arguments: [String]) throws {
         let folder = try Scratch()
         for container in [try folder.initContainer(), folder.path + "/none"] {
-            let result = try run(["--container", container, "clean"] + arguments)
+            let result = try InboxProcess.run(["--container", container, "clean"] + arguments)
             #expect(result.status == 64, "\(arguments): \(result.stderr)")
             let lines = result.stderr.split(separator: "\n")
             #expect(lines.first?.hasPrefix("inbox: ") == true)
@@ -254,10 +254,6 @@ import Testing
     }
 
     // MARK: - Helpers
-
-    private func run(_ arguments: [String]) throws -> InboxProcess.Result {
-        try InboxProcess.run(arguments.map { Array($0.utf8) })
-    }
 
     /// Writes `bytes` bytes of `k` (or `x`) at `path`.
     private func write(_ path: String, bytes: Int) throws {

@@ -8,7 +8,7 @@ import Testing
 @Suite struct ImportCommandTests {
     static let corpus = "/usr/lib/python3.11/test/test_email/data"
 
-    /// The shared sample message and oracle (FuseSupport's `MailFixtures`), under the names these tests use.
+    /// The shared sample message and oracle (TestSupport's `MailFixtures`), under the names these tests use.
     static let message = MailFixtures.message
     static func oracle(_ path: String) throws -> [[String: Any]] { try MailFixtures.oracle(path) }
     static func contents(_ container: String) throws -> [String] { try MailFixtures.contents(container) }

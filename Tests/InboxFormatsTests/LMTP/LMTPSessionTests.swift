@@ -17,7 +17,7 @@ import Testing
         + "Content-Type: application/pdf; name=r.pdf\r\nContent-Disposition: attachment; filename=r.pdf\r\n"
         + "Content-Transfer-Encoding: base64\r\n\r\nJVBERi0xLjQKJcOkw7zDtsOfCg==\r\n--B--\r\n"
 
-    /// A session served on a thread of its own; the test holds the client's end (FuseSupport's `LMTPClient`).
+    /// A session served on a thread of its own; the test holds the client's end (TestSupport's `LMTPClient`).
     final class Served {
         let client: LMTPClient
         let stop: (read: CInt, write: CInt)

@@ -111,7 +111,8 @@ import Testing
             let text = String(decoding: try fixture.report("pid"), as: UTF8.self)
             let pid = try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
             #expect(
-                waitUntil(timeout: 10, interval: 0.001) { isGone(pid) }, "the grandchild \(pid) outlived the timeout")
+                waitUntil(timeout: 10, interval: 0.001) { processIsGone(pid) },
+                "the grandchild \(pid) outlived the timeout")
         }
     }
 
@@ -127,7 +128,8 @@ import Testing
         let text = String(decoding: try fixture.report("pid"), as: UTF8.self)
         let pid = try #require(pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)))
         #expect(
-            waitUntil(timeout: 10, interval: 0.001) { isGone(pid) }, "what the hook left running, \(pid), outlived it")
+            waitUntil(timeout: 10, interval: 0.001) { processIsGone(pid) },
+            "what the hook left running, \(pid), outlived it")
     }
 
     /// A descendant that starts a session of its own (`setsid`), directly or after a double fork that
@@ -141,7 +143,7 @@ import Testing
         #expect(outcome.timedOut && outcome.signal == SIGKILL && !outcome.succeeded, "\(outcome)")
         let detached = try Detached(fixture)
         #expect(
-            waitUntil(timeout: 10, interval: 0.001) { isGone(detached.pid) },
+            waitUntil(timeout: 10, interval: 0.001) { processIsGone(detached.pid) },
             "\(how): \(detached.pid) outlived the timeout")
     }
 
@@ -157,7 +159,7 @@ import Testing
         #expect(elapsed < .seconds(20), "waited for the detached sleep: \(elapsed)")
         let detached = try Detached(fixture)
         #expect(
-            waitUntil(timeout: 10, interval: 0.001) { isGone(detached.pid) },
+            waitUntil(timeout: 10, interval: 0.001) { processIsGone(detached.pid) },
             "\(how): \(detached.pid) outlived the hook")
     }
 
@@ -446,15 +448,6 @@ private func onThreads<T: Sendable>(_ count: Int, _ body: @escaping @Sendable (I
     let deadline = DispatchTime.now() + .seconds(120)
     for _ in 0..<count where finished.wait(timeout: deadline) == .timedOut { break }
     return results.withLock { all in (0..<count).compactMap { all[$0] } }
-}
-
-/// Whether process `pid` has ended: no longer in /proc, or a zombie waiting for its (new) parent.
-private func isGone(_ pid: pid_t) -> Bool {
-    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8) else { return true }
-    // The state follows the parenthesised command name.
-    guard let close = stat.lastIndex(of: ")") else { return true }
-    let state = stat[close...].dropFirst(2).first
-    return state == "Z" || state == "X"
 }
 
 /// Each line a hook writes on stderr handed on as it comes (`watch --verbose`, issue 40), besides its tail.

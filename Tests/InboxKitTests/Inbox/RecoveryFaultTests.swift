@@ -82,21 +82,8 @@ import Testing
             }
             withExtendedLifetime(record) {}
         }
-        try waitForDeadMoversLocks(scratch)
+        try scratch.waitForDeadMoversLocks()
         return world
-    }
-
-    /// A child another test is spawning may hold a copy of a record's descriptor until it execs: waits until every
-    /// lock is free, as it is once every process that held it is gone.
-    static func waitForDeadMoversLocks(_ scratch: Scratch) throws {
-        let journal = scratch.container.stateDirectory + "/journal"
-        for name in try scratch.journalEntries() {
-            let record = try FileDescriptor(journal + "/" + name, [.readWrite, .noFollow])
-            let free = waitUntil(timeout: 30, interval: 0.001) {
-                (try? system_flock(record.rawValue, LOCK_EX | LOCK_NB)) != nil
-            }
-            #expect(free, "the record of a dead mover is unlocked")
-        }
     }
 
     static func sweep(_ point: CrashPoint) -> FaultSweep<World> {
@@ -220,12 +207,6 @@ import Testing
 
     /// Every name in the Inbox (claims included) and Documents that holds the item, relative to the container.
     static func copies(_ world: World) throws -> [String] {
-        let scratch = world.scratch
-        let inbox = try scratch.inboxEntries().map { "Documents/Inbox/" + $0 }
-        let documents = try scratch.documentsEntries().map { "Documents/" + $0 }
-        return try (inbox + documents).filter {
-            try status(scratch.container.root + "/" + $0).kind == .regular
-                && readFile(scratch.container.root + "/" + $0) == world.bytes
-        }
+        try world.scratch.copies(of: world.bytes)
     }
 }

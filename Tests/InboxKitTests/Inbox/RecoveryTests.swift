@@ -38,16 +38,7 @@ import Testing
         _ steps: (MoveJournal, MoveJournal.Record) throws -> Void = { _, _ in }
     ) throws {
         _ = try startMove(scratch, item, claim: claim, steps)
-        // A child another test is spawning may hold a copy of the record's descriptor until it execs: wait
-        // until the lock is free, as it is once every process that held it is gone.
-        let journal = scratch.container.stateDirectory + "/journal"
-        for name in try scratch.journalEntries() {
-            let record = try FileDescriptor(journal + "/" + name, [.readWrite, .noFollow])
-            let free = waitUntil(timeout: 30, interval: 0.001) {
-                (try? system_flock(record.rawValue, LOCK_EX | LOCK_NB)) != nil
-            }
-            #expect(free, "the record of a dead mover is unlocked")
-        }
+        try scratch.waitForDeadMoversLocks()
     }
 
     /// How many files, anywhere in the Inbox (claims included) or Documents, hold `bytes`.

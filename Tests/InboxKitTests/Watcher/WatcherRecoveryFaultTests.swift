@@ -130,12 +130,6 @@ import Testing
 
     /// Every name in the Inbox and Documents that holds the item, relative to the container.
     static func copies(_ world: World) throws -> [String] {
-        let scratch = world.scratch
-        let inbox = try scratch.inboxEntries().map { "Documents/Inbox/" + $0 }
-        let documents = try scratch.documentsEntries().map { "Documents/" + $0 }
-        return try (inbox + documents).filter {
-            try status(scratch.container.root + "/" + $0).kind == .regular
-                && readFile(scratch.container.root + "/" + $0) == world.bytes
-        }
+        try world.scratch.copies(of: world.bytes)
     }
 }
