@@ -85,9 +85,9 @@ import Testing
         let watching = try #require(blocks.first { $0.contains("Watcher(") })
         let importing = try #require(blocks.first { $0.contains("MailImporter(") })
         let package = try Self.package(manifest: manifest)
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("inbox-consumer-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: false)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let folder = try Scratch()
+        defer { folder.remove() }
+        let scratch = folder.path
 
         // The delivery example makes its container from code.
         var app = try Self.build(

@@ -53,8 +53,9 @@ import Testing
     }
 
     @Test func uuencodeLinesWithTheirTrailingSpacesStrippedDecodeInFull() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let data = Self.sparse(251_141)
         let encoded = Self.uuencoded(data, terminator: "`")
         let strippedLines = Self.stripped(encoded)
@@ -77,8 +78,9 @@ import Testing
     }
 
     @Test func base64WithPaddingInTheMiddleOfAPartDecodesInFull() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let chunks = [pattern(1000, seed: 1), pattern(1001, seed: 2), pattern(57, seed: 3), pattern(20_000, seed: 4)]
         let body = chunks.map { chunk in
             let encoded = Data(chunk).base64EncodedString(options: [.lineLength76Characters, .endLineWithLineFeed])
@@ -100,8 +102,9 @@ import Testing
     }
 
     @Test func quotedPrintableMatchesPython() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let body = "caf=C3=A9 =3D ok=\nsoft break, lower =c3=a9, bad =ZZ and =4 and == too\r\ncrlf soft=\r\nend="
         let path = try MailParse.write(
             Self.message([("qp.txt", "quoted-printable", body), ("raw.txt", "8bit", "kept as it is =41\n")]),

@@ -45,8 +45,9 @@ import Testing
     }
 
     @Test func partsAndDepthUpToTheLimitsAreReadAndOnePastIsRefused() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         #expect(try MailParse.attachments(try MailParse.write(Self.wide(9_999), in: folder, as: "wide-ok.eml")).isEmpty)
         #expect(
             performing: {
@@ -72,8 +73,9 @@ import Testing
     }
 
     @Test func mimeBombsAreRefusedFastInBoundedMemory() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let bombs = [
             try MailParse.write(Self.wide(200_000), in: folder, as: "wide-bomb.eml"),
             try MailParse.write(Self.deep(50_000), in: folder, as: "deep-bomb.eml"),
@@ -90,8 +92,9 @@ import Testing
     }
 
     @Test func attachmentsDecodingToMoreThanMaxBytesAreRefused() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         var text = Self.header + "Content-Type: multipart/mixed; boundary=\"b\"\n\n"
         for index in 0..<2 {
             text +=
@@ -108,8 +111,9 @@ import Testing
     }
 
     @Test func aLargeAttachmentStreamsToItsDescriptorInBoundedMemory() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let path = folder + "/large.eml"
         let size = 200 << 20
         let digest = try SHA256Digest()
@@ -172,8 +176,9 @@ import Testing
     }
 
     @Test func theStructureScanCountsThePartsGMimeBuildsHoweverContentTypeIsSpelled() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         for (index, (contentType, delimiter)) in Self.spellings.enumerated() {
             let path = try MailParse.write(
                 Self.spelled(contentType, delimiter, parts: 5), in: folder, as: "spelling-\(index).eml")
@@ -219,8 +224,9 @@ import Testing
     }
 
     @Test func hostileMessagesAreRefusedNamingTheLimitOrImportedWhole() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let bomb = { (contentType: String, delimiter: String) in
             try MailParse.write(Self.spelled(contentType, delimiter, parts: 10_000), in: folder, as: "bomb.eml")
         }
@@ -271,8 +277,9 @@ import Testing
     }
 
     @Test func aPreambleAndAnEpilogueOf200MiBPassInBoundedMemory() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let path = folder + "/faces.eml"
         let line = String(repeating: "f", count: 1023) + "\n"
         let file = try FileDescriptor(path, [.writeOnly, .create, .exclusive], mode: 0o644)
@@ -289,8 +296,9 @@ import Testing
     }
 
     @Test func twoHundredThousandHeaderFieldsAcrossPartsPassInBoundedMemory() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let path = folder + "/fields.eml"
         let padding = (0..<200).map { "X-Pad-\($0): " + String(repeating: "v", count: 60) + "\n" }.joined()
         do {

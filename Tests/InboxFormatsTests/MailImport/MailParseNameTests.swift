@@ -54,8 +54,9 @@ import Testing
     }
 
     @Test func hostileNamesAreReducedAndNamelessOnesNumbered() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let path = try MailParse.write(Self.message(), in: folder, as: "names.eml")
         let got = try MailParse.attachments(path)
         #expect(got.map { String(decoding: $0.name, as: UTF8.self) } == Self.cases.map(\.expected))
@@ -102,8 +103,9 @@ import Testing
     }
 
     @Test func aNulOrControlCharacterInAnyEncodingBecomesAnUnderscoreNeverACut() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         // After an mbox `From ` line, with a preamble: names are read from the file at offsets GMime's view maps.
         var text =
             "From sender Mon Jan  1 00:00:00 2024\nFrom: a@example.com\nSubject: names\nMIME-Version: 1.0\n"

@@ -89,8 +89,9 @@ import Testing
         """
 
     @Test func forwardedMessagesAreWalkedIntoAndSignaturesFragmentsAndExternalBodiesLeftOut() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let path = try MailParse.write(Self.forwarded, in: folder, as: "forwarded.eml")
         let got = try MailParse.attachments(path)
         #expect(
@@ -109,8 +110,9 @@ import Testing
     }
 
     @Test func aWinmailDatIsReplacedByTheFilesItHolds() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         let first = Array("hello from Outlook\n".utf8)
         let second = pattern(70_000, seed: 9)
         try makeFile(folder + "/first", first)

@@ -23,13 +23,6 @@ enum MailParse {
     static let tnefGenerator = TestPaths.oracle("make_tnef.py")
     static let pythonCorpus = "/usr/lib/python3.11/test/test_email/data"
 
-    /// A scratch folder for the messages a test builds.
-    static func folder() throws -> String {
-        let path = FileManager.default.temporaryDirectory.path + "/mailparse-tests-\(UUID().uuidString)"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        return path
-    }
-
     /// Writes `text` (a message, `\n` line ends) to a new file in `folder`; returns its path.
     static func write(_ text: String, in folder: String, as name: String) throws -> String {
         let path = folder + "/" + name

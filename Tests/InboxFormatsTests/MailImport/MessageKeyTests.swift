@@ -56,10 +56,11 @@ import Testing
 
         """
 
-    private let folder: String
+    private let scratch: Scratch
+    private var folder: String { scratch.path }
 
     init() throws {
-        folder = try MailParse.folder()
+        scratch = try Scratch()
     }
 
     /// The keys of the messages of the source at `path`, as the importer finds them.

@@ -7,11 +7,9 @@ import Testing
 /// The log's seq never goes back across rotation and set-aside together (ARCHITECTURE.md, "The event log").
 @Suite struct EventLogContinuityTests {
     private func withFolder(_ body: (String) throws -> Void) throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("continuity-\(UUID().uuidString)")
-            .path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: path) }
-        try body(path)
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        try body(scratch.path)
     }
 
     private func craft(_ seq: UInt64, in folder: String) throws {

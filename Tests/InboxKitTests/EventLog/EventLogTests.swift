@@ -145,9 +145,9 @@ import Testing
     }
 
     @Test func twoProcessesAppendingWithRotationShareOneSeq() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("eventlog-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
 
         // Each exit test runs its body in a child process of its own; both start appending together.
         let barrier = folder + "/barrier"

@@ -371,23 +371,17 @@ private struct Detached {
 /// A throwaway folder holding a container (`container/Documents/Inbox`) and, beside it, the folder
 /// `outside` that hooks write their reports to (`$OUT`).
 private final class HookFixture: Sendable {
-    let folder: String
+    private let scratch: Scratch
+    var folder: String { scratch.path }
     var container: String { folder + "/container" }
     var outside: String { folder + "/outside" }
 
     /// - Parameter base: the folder to make it in; it is made if missing, and left.
     init(base: String = "/tmp") throws {
-        try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
-        var template = Array((base + "/inbox-hook-test.XXXXXX").utf8CString)
-        guard let made = mkdtemp(&template) else { throw POSIXError(.EIO) }
-        folder = String(cString: made)
+        scratch = try Scratch(under: base)
         for path in ["/container/Documents/Inbox", "/container/Library", "/outside"] {
-            try FileManager.default.createDirectory(atPath: folder + path, withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: scratch.path + path, withIntermediateDirectories: true)
         }
-    }
-
-    deinit {
-        try? FileManager.default.removeItem(atPath: folder)
     }
 
     func runner(timeout: Duration = .seconds(30), _ command: String = "true") -> HookRunner {
