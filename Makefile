@@ -6,7 +6,7 @@ STRICT = -Xswiftc -warnings-as-errors
 # systemd: make test checks the units in systemd/ with systemd-analyze (no running systemd needed); zsh, fish:
 # the completion tests load inbox's completions in them; bindfs, rclone: real FUSE filesystems (rclone only
 # Suggests fuse, which bindfs brings); openssh-server, openssh-client, sshfs: make test-system starts its own sshd
-# on loopback and mounts it with sshfs and rclone's sftp backend (Tests/FuseSupport/SshServer.swift); python3:
+# on loopback and mounts it with sshfs and rclone's sftp backend (Tests/TestSupport/SshServer.swift); python3:
 # tests write archives and probe extended attributes with it;
 # mmdebstrap, systemd-container, lintian: make test-system boots a clean Debian tree with the package installed
 # (Tests/SystemTests/BootedTree.swift) and checks the package. Postfix and procmail are not here: the mail tests run

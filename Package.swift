@@ -51,22 +51,28 @@ let package = Package(
         .target(name: "InboxCommands", dependencies: ["InboxKit"]),
         .executableTarget(name: "inbox", dependencies: ["InboxCommands"]),
         .executableTarget(name: "inbox-formats", dependencies: ["InboxCommands", "InboxFormats"]),
-        // The fixtures the test targets share: real FUSE mounts (bindfs, rclone, sshfs) for the tests of network and
-        // FUSE filesystems, an OpenSSH server on loopback to mount, the built `inbox` run as a process, and the mail
-        // the import tests and the Postfix tests send.
-        .target(name: "FuseSupport", dependencies: ["CLinux"], path: "Tests/FuseSupport"),
-        .testTarget(name: "AppContainerTests", dependencies: ["AppContainer", "FuseSupport"]),
-        .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "InboxFormats", "AppContainer", "FuseSupport"]),
+        // The helpers every test target shares (Tests/TestSupport): one scratch folder, the file helpers, one
+        // process runner, one wait with a deadline, the fault and crash sweeps, real FUSE mounts (bindfs, rclone,
+        // sshfs) and an OpenSSH server on loopback to mount, the built `inbox` run as a process, and the mail and
+        // backup fixtures.
+        .target(name: "TestSupport", dependencies: ["InboxKit", "CLinux"], path: "Tests/TestSupport"),
+        .testTarget(name: "AppContainerTests", dependencies: ["AppContainer", "TestSupport"]),
+        .testTarget(name: "InboxKitTests", dependencies: ["InboxKit", "AppContainer", "TestSupport"]),
+        // Mail import (MIME, TNEF), LMTP and backup archives: the tests of InboxFormats.
+        .testTarget(name: "InboxFormatsTests", dependencies: ["InboxFormats", "InboxKit", "TestSupport"]),
         .testTarget(
             name: "CLITests",
-            dependencies: ["inbox", "inbox-formats", "InboxCommands", "InboxKit", "CLinux", "FuseSupport"]
+            dependencies: ["inbox", "inbox-formats", "InboxCommands", "InboxKit", "CLinux", "TestSupport"]
         ),
         // The tests that need the real parts (`make test-system`; `make test` skips them): servers they start
         // themselves and the network and FUSE filesystems mounted over them, `inbox` run as a user runs it.
-        .testTarget(name: "SystemTests", dependencies: ["inbox", "inbox-formats", "FuseSupport"]),
+        .testTarget(name: "SystemTests", dependencies: ["inbox", "inbox-formats", "TestSupport"]),
         // `import InboxKit` (and `import InboxFormats` for mail and backups), as a library user writes it.
         // PublicAPI.txt: the public API as checked in (PublicAPITests).
-        .testTarget(name: "LibraryAPITests", dependencies: ["InboxKit", "InboxFormats"], exclude: ["PublicAPI.txt"]),
+        .testTarget(
+            name: "LibraryAPITests", dependencies: ["InboxKit", "InboxFormats", "TestSupport"],
+            exclude: ["PublicAPI.txt"]
+        ),
     ]
 )
 

@@ -1,6 +1,7 @@
 import AppContainer
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// The sealed bundle of ARCHITECTURE.md, "Bundle, backup and setup": install, seal, verify, resource lookup, and the
@@ -371,14 +372,7 @@ import Testing
 
     /// The digest /usr/bin/sha256sum prints for `path`.
     private func sha256sum(_ path: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
-        process.arguments = [path]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: " ").first.map(String.init) ?? ""
+        let process = try runProgram("/usr/bin/sha256sum", [path])
+        return process.stdoutText.split(separator: " ").first.map(String.init) ?? ""
     }
 }

@@ -2,6 +2,7 @@ import AppContainer
 import Dispatch
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 /// `startDetachedThread`'s policies (ARCHITECTURE.md, "Threads that wait their turn"): a background thread is

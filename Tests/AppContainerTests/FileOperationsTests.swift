@@ -1,6 +1,7 @@
 import AppContainer
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 @Suite struct FileOperationsTests {

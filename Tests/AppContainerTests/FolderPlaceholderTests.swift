@@ -1,7 +1,7 @@
 import AppContainer
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// The empty folder that a folder's move without rename flags makes as its new name (ARCHITECTURE.md, "Network and

@@ -1,7 +1,7 @@
 import AppContainer
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// The one folder walk and the one remover (ARCHITECTURE.md, "Walks and removal").

@@ -1,7 +1,7 @@
 import AppContainer
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// `IdentityProbe` on real filesystems (ARCHITECTURE.md, "Network and FUSE filesystems"): a bind mount keeps a

@@ -1,8 +1,8 @@
 import AppContainer
 import Dispatch
-import FuseSupport
 import Glibc
 import Synchronization
+import TestSupport
 import Testing
 
 /// The one bounded wait for an `flock` (ARCHITECTURE.md, "Nothing blocks an MTA"), against a real holder process

@@ -1,6 +1,7 @@
 import AppContainer
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// Paths a user gives (`inbox move FILE`) and the walk from the root that never follows a symbolic link.

@@ -1,7 +1,7 @@
 import AppContainer
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// `exchange` on a real FUSE filesystem (bindfs), which refuses `RENAME_EXCHANGE`: a journaled two-step rename.

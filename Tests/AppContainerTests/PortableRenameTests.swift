@@ -1,7 +1,7 @@
 import AppContainer
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// `renameNoReplace` on a real FUSE filesystem (bindfs), which refuses `renameat2`'s flags.

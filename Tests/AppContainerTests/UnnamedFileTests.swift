@@ -1,7 +1,7 @@
 import AppContainer
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// `UnnamedFile` (ARCHITECTURE.md, "Network and FUSE filesystems"): unnamed where the filesystem allows, staged under a

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The command-line contract of ARCHITECTURE.md, "The command line", checked against the built binary.
@@ -27,8 +28,8 @@ import Testing
         ["log", "--since", "abc"], ["log", "--event", "exploded"], ["deliver", "-"], ["init", "--app"],
     ])
     func usageErrorsExit64WithOneLineAndHint(arguments: [String]) throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let result = try InboxProcess.run(
             (["--container", container] + arguments).map { Array($0.utf8) })
         #expect(result.status == 64)
@@ -39,7 +40,7 @@ import Testing
     }
 
     @Test func initIsIdempotentAndPrintsTheRoot() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let root = folder.path + "/c"
         for _ in 0..<2 {
             let result = try InboxProcess.run("--container", root, "init", "--app", "Mail")
@@ -58,7 +59,7 @@ import Testing
     }
 
     @Test func commandsOnAMissingContainerExit73() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         for arguments in [["ls"], ["move", "x"], ["log"], ["deliver", try folder.file("a.txt", "a")]] {
             let result = try InboxProcess.run(
                 (["--container", folder.path + "/none"] + arguments).map { Array($0.utf8) })
@@ -68,7 +69,7 @@ import Testing
     }
 
     @Test func initWhereNothingCanBeCreatedExit73() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let file = try folder.file("plain-file", "not a folder")
         for root in [file + "/container", "/proc/self/inbox-test"] {
             let result = try InboxProcess.run("--container", root, "init")
@@ -78,8 +79,8 @@ import Testing
     }
 
     @Test func theContainerComesFromTheEnvironment() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let file = try folder.file("env.txt", "from the environment")
         let result = try InboxProcess.run("deliver", file, environment: ["INBOX_CONTAINER": container])
         #expect(result.status == 0)
@@ -87,8 +88,8 @@ import Testing
     }
 
     @Test func deliverPrintsEachInboxPathAndMakesNamesUnique() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let first = try folder.file("a/report.pdf", "one")
         let second = try folder.file("b/report.pdf", "two")
         let result = try InboxProcess.run("--container", container, "deliver", first, second)
@@ -101,8 +102,8 @@ import Testing
     }
 
     @Test func deliverFromStandardInputUsesTheSanitisedName() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let result = try InboxProcess.run(
             "--container", container, "deliver", "-", "--as", "../../notes.txt", input: "piped in")
         #expect(result.status == 0, "\(result.stderr)")
@@ -113,8 +114,8 @@ import Testing
     }
 
     @Test func deliverErrors() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let missing = try InboxProcess.run("--container", container, "deliver", folder.path + "/nope.pdf")
         #expect(missing.status == 66)
         #expect(missing.stderr.hasPrefix("inbox: ") && missing.stderr.contains("nope.pdf"))
@@ -128,8 +129,8 @@ import Testing
     }
 
     @Test func moveByNameAndByPath() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let file = try folder.file("report.pdf", "%PDF-1.4")
         _ = try InboxProcess.run("--container", container, "deliver", file, file)
         let byName = try InboxProcess.run("--container", container, "move", "report.pdf")
@@ -152,8 +153,8 @@ import Testing
     }
 
     @Test func moveErrors() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let missing = try InboxProcess.run("--container", container, "move", "nothing.pdf")
         #expect(missing.status == 66)
         #expect(missing.stderr.hasPrefix("inbox: "))
@@ -167,8 +168,8 @@ import Testing
     /// Several items in one `move`: each tried in turn, each failure one line, the rest moved, the first failure's
     /// status; a folder moves whole.
     @Test func moveTakesSeveralItemsAndFolders() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let file = try folder.file("a.txt", "a")
         _ = try InboxProcess.run("--container", container, "deliver", file, file)
         try FileManager.default.createDirectory(
@@ -189,8 +190,8 @@ import Testing
     }
 
     @Test func moveNeverFollowsASymbolicLink() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let target = try folder.file("secret.txt", "do not touch")
         try FileManager.default.createSymbolicLink(
             atPath: container + "/Documents/Inbox/link.txt", withDestinationPath: target)
@@ -205,8 +206,8 @@ import Testing
     }
 
     @Test func moveCopiesAFileWithAnotherHardLink() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let outside = try folder.file("shared.txt", "shared bytes")
         try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: outside)
         try FileManager.default.linkItem(atPath: outside, toPath: container + "/Documents/Inbox/shared.txt")
@@ -225,8 +226,8 @@ import Testing
     }
 
     @Test func listShowsSizeAndDateAsTextAndJSON() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         _ = try InboxProcess.run("--container", container, "deliver", try folder.file("a.txt", "12345"))
         let text = try InboxProcess.run("--container", container, "ls")
         #expect(text.status == 0)
@@ -253,9 +254,8 @@ import Testing
 
 @Suite struct DemoTests {
     @Test func theDemoDeliversWatchesAndMovesEverySample() throws {
-        let folder = try TemporaryFolder()
-        let samples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("SampleAttachments").path
+        let folder = try Scratch()
+        let samples = TestPaths.samples
         let container = folder.path + "/demo"
         let result = try InboxProcess.run("--container", container, "demo", "--samples", samples)
         #expect(result.status == 0, "\(result.stderr)")
@@ -283,9 +283,8 @@ import Testing
     /// `arrived`, `handled` and `moved` in that order, no blank or repeated line, and a last hint that runs as
     /// printed.
     @Test func theDemoReadsTheSameEveryTimeAndItsHintWorks() throws {
-        let folder = try TemporaryFolder()
-        let samples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("SampleAttachments").path
+        let folder = try Scratch()
+        let samples = TestPaths.samples
         var outputs: [[String]] = []
         for run in 0..<2 {
             let container = folder.path + "/demo\(run)"
@@ -307,15 +306,9 @@ import Testing
             let hint = try #require(lines.last)
             #expect(hint.hasPrefix("Read the whole log with: '/"), "the binary's path: \(hint)")
             #expect(!hint.contains("inbox-formats"), "inbox, as the user ran it: \(hint)")
-            let shell = Process()
-            shell.executableURL = URL(fileURLWithPath: "/bin/sh")
-            shell.arguments = ["-c", String(hint.dropFirst("Read the whole log with: ".count))]
-            let output = Pipe()
-            shell.standardOutput = output
-            try shell.run()
-            let logged = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            shell.waitUntilExit()
-            #expect(shell.terminationStatus == 0)
+            let shell = try runProgram("/bin/sh", ["-c", String(hint.dropFirst("Read the whole log with: ".count))])
+            let logged = shell.stdoutText
+            #expect(shell.status == 0)
             #expect(logged.contains("watch-stopped"), "\(logged)")
             outputs.append(
                 lines.map {

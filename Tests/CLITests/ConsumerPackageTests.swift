@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import InboxKit
+import TestSupport
 import Testing
 
 /// The README's library examples as a package of one's own holds them: the README's `Package.swift` beside a link
@@ -8,8 +9,7 @@ import Testing
 /// `containerPath` and the like, in a file beside it), built by SwiftPM and run. The package lies in
 /// `.build/readme-consumer`, so a second run builds only what changed.
 @Suite(.serialized) struct ConsumerPackageTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-        .appendingPathComponent("../..").standardized.path
+    static let repository = TestPaths.repository
 
     /// The README's Swift blocks, in order.
     static func swiftBlocks() throws -> [String] {
@@ -85,9 +85,9 @@ import Testing
         let watching = try #require(blocks.first { $0.contains("Watcher(") })
         let importing = try #require(blocks.first { $0.contains("MailImporter(") })
         let package = try Self.package(manifest: manifest)
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("inbox-consumer-\(UUID())").path
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: false)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let folder = try Scratch()
+        defer { folder.remove() }
+        let scratch = folder.path
 
         // The delivery example makes its container from code.
         var app = try Self.build(

@@ -1,15 +1,13 @@
 import Foundation
-import FuseSupport
 import Glibc
 import InboxKit
+import TestSupport
 import Testing
 
 /// `inbox move`, `inbox watch` and `inbox restore` killed (SIGKILL) at every one of their system calls in turn
 /// (`INBOX_CRASH_AT_CALL=N`, debug builds), then started again: nothing lost, nothing twice, and every file
 /// in Documents has exactly one `moved` record (ARCHITECTURE.md, "The log never lies").
 @Suite struct CrashPointTests {
-    static let killed: Int32 = 128 + SIGKILL
-
     /// Each record of the container's log as `event path [to]`, for a failure's message.
     static func logSummary(_ container: String) -> String {
         logRecords(container).map { record in
@@ -22,20 +20,9 @@ import Testing
     /// (2 s): the files of a round are whole before it starts, and a sweep runs it hundreds of times.
     static let quickPoll = ["--poll-interval", "0.05", "--settle", "0.05"]
 
-    /// Runs `round(N)` for N = 1, 2, … until the command it runs is no longer killed; returns how many were.
-    static func everyCrashPoint(_ label: String, _ round: (Int) throws -> Bool) throws -> Int {
-        var crashes = 0
-        for call in 1...10_000 {
-            guard try round(call) else { break }
-            crashes += 1
-        }
-        print("crash points \(label): \(crashes)")
-        return crashes
-    }
-
     /// A fresh folder for one round's container: in `folder`, or on `mount` (bindfs, where every move goes by `link`
     /// and `unlink`: ARCHITECTURE.md, "Network and FUSE filesystems"), removed when the round ends.
-    static func roundFolder(_ folder: TemporaryFolder, on mount: FuseMount?, _ call: Int) throws -> String {
+    static func roundFolder(_ folder: Scratch, on mount: FuseMount?, _ call: Int) throws -> String {
         guard let mount else { return folder.path }
         let path = mount.mountPoint + "/round-\(call)"
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
@@ -43,7 +30,7 @@ import Testing
     }
 
     /// `roundFolder` with a container made in it (`init`): the round's folder and the container's path.
-    static func roundContainer(_ folder: TemporaryFolder, on mount: FuseMount?, _ call: Int) throws
+    static func roundContainer(_ folder: Scratch, on mount: FuseMount?, _ call: Int) throws
         -> (base: String, container: String)
     {
         let base = try roundFolder(folder, on: mount, call)
@@ -65,8 +52,8 @@ import Testing
         let bytes = String(repeating: "moved once ", count: 2_000)
         let mount = onFuse ? try FuseMount() : nil
         let label = (hardLinked ? "inbox move (copy)" : "inbox move (rename)") + (onFuse ? " on bindfs" : "")
-        let points = try Self.everyCrashPoint(label) { call in
-            let folder = try TemporaryFolder()
+        let points = try CrashSweep.everyCall(label) { call in
+            let folder = try Scratch()
             let (base, container) = try Self.roundContainer(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
             let source = try folder.file("item.pdf", bytes)
@@ -74,7 +61,7 @@ import Testing
             if hardLinked { #expect(link(container + "/Documents/Inbox/item.pdf", base + "/other.pdf") == 0) }
             let move = try InboxProcess.run(
                 "--container", container, "move", "item.pdf", environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
-            guard move.status == Self.killed else {
+            guard move.status == CrashSweep.killed else {
                 #expect(move.status == 0, "\(move.stderr)")
                 return false
             }
@@ -98,9 +85,9 @@ import Testing
         var files = ["a.txt": "delivered", "b.txt": "written in place", "c.txt": "hard-linked"]
         if onFuse { files["c.txt"] = nil }
         let mount = onFuse ? try FuseMount() : nil
-        let points = try Self.everyCrashPoint("inbox watch --once --on-arrival move" + (onFuse ? " on bindfs" : "")) {
+        let points = try CrashSweep.everyCall("inbox watch --once --on-arrival move" + (onFuse ? " on bindfs" : "")) {
             call in
-            let folder = try TemporaryFolder()
+            let folder = try Scratch()
             let (base, container) = try Self.roundContainer(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
             let inbox = container + "/Documents/Inbox"
@@ -114,7 +101,7 @@ import Testing
             let arguments = ["--container", container, "watch", "--once", "--on-arrival", "move"] + Self.quickPoll
             let watch = try InboxProcess.run(
                 arguments.map { Array($0.utf8) }, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
-            guard watch.status == Self.killed else {
+            guard watch.status == CrashSweep.killed else {
                 #expect(watch.status == 0, "\(watch.stderr)")
                 return false
             }
@@ -164,8 +151,8 @@ import Testing
     /// container as it was or fully restored, never half (issue 9), and a second restore completes it, or says that
     /// it is done (73).
     @Test func aRestoreKilledAtAnyCallLeavesTheContainerAsItWasOrRestored() throws {
-        let folder = try TemporaryFolder()
-        let source = try folder.container()
+        let folder = try Scratch()
+        let source = try folder.initContainer()
         try folder.file("container/Documents/letter.txt", "dear")
         try folder.file("container/Documents/Deep/notes.md", "notes")
         #expect(try InboxProcess.run("--container", source, "deliver", folder.file("in.txt", "handed in")).status == 0)
@@ -177,14 +164,14 @@ import Testing
         // Locks are re-created by whichever command runs next: they are not what a restore gives back.
         let restored = try treeListing(reference).filter { !$0.contains(".lock ") }
 
-        let points = try Self.everyCrashPoint("inbox restore") { call in
+        let points = try CrashSweep.everyCall("inbox restore") { call in
             let target = folder.path + "/target"
             defer { try? FileManager.default.removeItem(atPath: target) }
             #expect(try InboxProcess.run("--container", target, "init", "--single-host").status == 0)
             let before = try treeListing(target)
             let restore = try InboxProcess.run(
                 "--container", target, "restore", archive, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
-            guard restore.status == Self.killed else {
+            guard restore.status == CrashSweep.killed else {
                 #expect(restore.status == 0, "\(restore.stderr)")
                 #expect(try treeListing(target).filter { !$0.contains(".lock ") } == restored)
                 return false
@@ -207,8 +194,8 @@ import Testing
     /// many files is written, the rest not. The next command finds the container as it was (or restored, when the
     /// kill came late), and a second restore completes it.
     @Test func aRestoreKilledWhileExtractingLeavesTheContainerAsItWas() throws {
-        let folder = try TemporaryFolder()
-        let source = try folder.container()
+        let folder = try Scratch()
+        let source = try folder.initContainer()
         for index in 0..<3_000 { try folder.file("container/Documents/many/\(10_000 + index)", String(index)) }
         let archive = folder.path + "/backup.tar"
         #expect(try InboxProcess.run("--container", source, "backup", "--to", archive).status == 0)
@@ -222,7 +209,7 @@ import Testing
         let seen = waitUntil { first.contains { access($0, F_OK) == 0 } }
         kill(restore.pid, SIGKILL)
         let status = try restore.finish().status
-        #expect(seen && (status == Self.killed || status == 0), "restore: \(status)")
+        #expect(seen && (status == CrashSweep.killed || status == 0), "restore: \(status)")
 
         #expect(try InboxProcess.run("--container", target, "ls", "documents").status == 0)
         let after = try treeListing(target)
@@ -259,28 +246,4 @@ import Testing
         let intents = Result { try MoveJournal(container: Container.open(at: container)).entriesLeft() }
         #expect((try? intents.get()) == [], "crash at call \(call): intents left: \(intents)")
     }
-}
-
-/// Every entry below `root` as `path/` for a folder, `path file SIZE` or `path mode KIND`, never following a link,
-/// sorted: the tree as a before-and-after comparison sees it.
-func treeListing(_ root: String) throws -> [String] {
-    var lines: [String] = []
-    func walk(_ relative: String) throws {
-        for name in try FileManager.default.contentsOfDirectory(atPath: root + relative) {
-            let path = relative + "/" + name
-            var info = stat()
-            guard lstat(root + path, &info) == 0 else { throw POSIXError(.ENOENT) }
-            switch info.st_mode & S_IFMT {
-            case S_IFDIR:
-                lines.append(path + "/")
-                try walk(path)
-            case S_IFREG:
-                lines.append("\(path) file \(info.st_size)")
-            default:
-                lines.append("\(path) mode \(info.st_mode & S_IFMT)")
-            }
-        }
-    }
-    try walk("")
-    return lines.sorted()
 }

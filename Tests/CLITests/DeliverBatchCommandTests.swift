@@ -1,11 +1,12 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `inbox deliver` with a file missing in the middle: it prints what it delivered, then the error.
 @Suite struct DeliverBatchCommandTests {
     @Test func printsWhatItPlacedBeforeTheError() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let first = try folder.file("a.txt", "a")
         let last = try folder.file("b.txt", "b")
 

@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// The mover's copy path and the write bit on a FUSE filesystem (bindfs), which refuses `O_TMPFILE` (ARCHITECTURE.md,

@@ -1,16 +1,14 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// The `RENAME_EXCHANGE` uses on a FUSE filesystem (bindfs), which refuses rename flags: bundle install, the
 /// restore switch and the private copy each work there as a journaled two-step rename (ARCHITECTURE.md, "Network
 /// and FUSE filesystems"), and a kill at any call leaves each item there once after the next start.
 @Suite(.serialized) struct FuseExchangeTests {
-    static let killed: Int32 = 128 + SIGKILL
-
     /// A bundle folder of two files, in `folder`.
-    static func makeBundle(_ folder: TemporaryFolder) throws -> String {
+    static func makeBundle(_ folder: Scratch) throws -> String {
         try folder.file("Source.app/Info.plist", "<plist>info</plist>\n")
         try folder.file("Source.app/Resources/config.json", #"{"greeting":"hello"}"#)
         return folder.path + "/Source.app"
@@ -47,7 +45,7 @@ import Testing
 
     @Test func aBundleIsInstalledOnTheMount() throws {
         let mount = try FuseMount()
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let source = try Self.makeBundle(folder)
         let install = try InboxProcess.run("--container", mount.mountPoint + "/c", "init", "--bundle", source)
         #expect(install.status == 0, "\(install.stderr)")
@@ -59,15 +57,15 @@ import Testing
     /// installed, and nothing beside it.
     @Test func aBundleInstallKilledAtAnyCallIsInstalledOnceByTheNext() throws {
         let mount = try FuseMount()
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let source = try Self.makeBundle(folder)
-        let points = try CrashPointTests.everyCrashPoint("inbox init --bundle on FUSE") { call in
+        let points = try CrashSweep.everyCall("inbox init --bundle on FUSE") { call in
             let container = mount.mountPoint + "/c\(call)"
             defer { try? FileManager.default.removeItem(atPath: container) }
             #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
             let install = try InboxProcess.run(
                 "--container", container, "init", "--bundle", source, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
-            guard install.status == Self.killed else {
+            guard install.status == CrashSweep.killed else {
                 #expect(install.status == 0, "\(install.stderr)")
                 try Self.expectInstalled(mount.backing + "/c\(call)", "not killed")
                 return false
@@ -85,8 +83,8 @@ import Testing
     }
 
     /// A container's backup, made on a local filesystem, and the listing of a container restored from it.
-    static func backup(_ folder: TemporaryFolder) throws -> (archive: String, restored: [String]) {
-        let source = try folder.container()
+    static func backup(_ folder: Scratch) throws -> (archive: String, restored: [String]) {
+        let source = try folder.initContainer()
         try folder.file("container/Documents/letter.txt", "dear")
         try folder.file("container/Documents/Deep/notes.md", "notes")
         let archive = folder.path + "/backup.tar"
@@ -99,7 +97,7 @@ import Testing
 
     @Test func aRestoreSwitchesInOnTheMount() throws {
         let mount = try FuseMount()
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let (archive, restored) = try Self.backup(folder)
         let target = mount.mountPoint + "/c"
         #expect(try InboxProcess.run("--container", target, "init", "--single-host").status == 0)
@@ -112,9 +110,9 @@ import Testing
     /// it was or restored, never half and never without its Documents or Library, and a second restore completes.
     @Test func aRestoreKilledAtAnyCallOnTheMountLeavesTheContainerAsItWasOrRestored() throws {
         let mount = try FuseMount()
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let (archive, restored) = try Self.backup(folder)
-        let points = try CrashPointTests.everyCrashPoint("inbox restore on FUSE") { call in
+        let points = try CrashSweep.everyCall("inbox restore on FUSE") { call in
             let target = mount.mountPoint + "/c\(call)"
             let backing = mount.backing + "/c\(call)"
             defer { try? FileManager.default.removeItem(atPath: target) }
@@ -122,7 +120,7 @@ import Testing
             let before = try treeListing(backing)
             let restore = try InboxProcess.run(
                 "--container", target, "restore", archive, environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
-            guard restore.status == Self.killed else {
+            guard restore.status == CrashSweep.killed else {
                 #expect(restore.status == 0, "\(restore.stderr)")
                 #expect(try treeListing(backing).filter { !$0.contains(".lock ") } == restored)
                 return false
@@ -175,7 +173,7 @@ import Testing
     @Test func aWatcherKilledAtAnyCallOfAPrivateCopyOnTheMountKeepsTheItemOnce() throws {
         let mount = try FuseMount()
         let arguments = ["watch", "--once", "--on-arrival", "keep"] + CrashPointTests.quickPoll
-        let points = try CrashPointTests.everyCrashPoint("inbox watch (private copy) on FUSE") { call in
+        let points = try CrashSweep.everyCall("inbox watch (private copy) on FUSE") { call in
             let container = try Self.hardLinkedArrival(mount, "c\(call)")
             defer {
                 try? FileManager.default.removeItem(atPath: container)
@@ -184,7 +182,7 @@ import Testing
             let watch = try InboxProcess.run(
                 (["--container", container] + arguments).map { Array($0.utf8) },
                 environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
-            guard watch.status == Self.killed else {
+            guard watch.status == CrashSweep.killed else {
                 #expect(watch.status == 0, "\(watch.stderr)")
                 try Self.expectPrivateCopy(mount, "c\(call)", "not killed")
                 return false

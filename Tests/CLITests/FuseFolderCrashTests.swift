@@ -1,7 +1,7 @@
 import Foundation
-import FuseSupport
 import Glibc
 import InboxKit
+import TestSupport
 import Testing
 
 /// A folder item moved on a FUSE filesystem (bindfs), where a folder moves by `mkdir` of its new name, then `rename`
@@ -9,14 +9,12 @@ import Testing
 /// killed at each of their `mkdirat` and `renameat2` calls in turn, then started again: Documents holds the folder
 /// once, under its own name, whole, and no empty folder beside it.
 @Suite(.serialized) struct FuseFolderCrashTests {
-    static let killed: Int32 = 128 + SIGKILL
-
     /// Runs `round(call, name)` at each call of `mkdirat`, then of `renameat2` (`INBOX_CRASH_COUNTING`), until the
     /// command is no longer killed; returns how many rounds were.
     static func everyFallbackCall(_ label: String, _ round: (Int, String) throws -> Bool) throws -> Int {
         var crashes = 0
         for name in ["mkdirat", "renameat2"] {
-            crashes += try CrashPointTests.everyCrashPoint("\(label) at \(name)") { call in try round(call, name) }
+            crashes += try CrashSweep.everyCall("\(label) at \(name)") { call in try round(call, name) }
         }
         return crashes
     }
@@ -53,7 +51,7 @@ import Testing
             let move = try InboxProcess.run(
                 "--container", container, "move", "d",
                 environment: ["INBOX_CRASH_AT_CALL": "\(call)", "INBOX_CRASH_COUNTING": name])
-            guard move.status == Self.killed else {
+            guard move.status == CrashSweep.killed else {
                 #expect(move.status == 0, "\(move.stderr)")
                 try Self.expectFolderOnce(mount, round, "not killed")
                 return false
@@ -77,7 +75,7 @@ import Testing
             let watch = try InboxProcess.run(
                 (["--container", container] + arguments).map { Array($0.utf8) },
                 environment: ["INBOX_CRASH_AT_CALL": "\(call)", "INBOX_CRASH_COUNTING": name])
-            guard watch.status == Self.killed else {
+            guard watch.status == CrashSweep.killed else {
                 #expect(watch.status == 0, "\(watch.stderr)")
                 try Self.expectFolderOnce(mount, round, "not killed")
                 return false
@@ -120,7 +118,7 @@ import Testing
             let clean = try InboxProcess.run(
                 "--container", container, "clean",
                 environment: ["INBOX_CRASH_AT_CALL": "\(call)", "INBOX_CRASH_COUNTING": name])
-            if clean.status == Self.killed {
+            if clean.status == CrashSweep.killed {
                 let again = try InboxProcess.run("--container", container, "clean")
                 #expect(again.status == 0, "crash at \(name) \(call): \(again.stderr)")
             } else {
@@ -130,7 +128,7 @@ import Testing
             #expect(left.isEmpty, "crash at \(name) \(call): tmp holds \(left)")
             let deleted = logRecords(container, event: "deleted").compactMap { $0["path"] as? String }
             #expect(deleted == ["tmp/work"], "crash at \(name) \(call)")
-            return clean.status == Self.killed
+            return clean.status == CrashSweep.killed
         }
         #expect(points >= 2)
     }
@@ -143,8 +141,8 @@ import Testing
     func aFolderHoldingAHardLinkMovedByInboxMoveKilledAtAnyCallIsCopiedOnce(onFuse: Bool) throws {
         let mount = onFuse ? try FuseMount() : nil
         let label = "inbox move (folder holding a hard link)" + (onFuse ? " on bindfs" : "")
-        let points = try CrashPointTests.everyCrashPoint(label) { call in
-            let folder = try TemporaryFolder()
+        let points = try CrashSweep.everyCall(label) { call in
+            let folder = try Scratch()
             let (base, container) = try CrashPointTests.roundContainer(folder, on: mount, call)
             defer { if mount != nil { try? FileManager.default.removeItem(atPath: base) } }
             try CrashPointTests.write(container + "/Documents/Inbox/d/one.txt", "one")
@@ -153,7 +151,7 @@ import Testing
             #expect(link(base + "/other.txt", container + "/Documents/Inbox/d/deep/shared.txt") == 0)
             let move = try InboxProcess.run(
                 "--container", container, "move", "d", environment: ["INBOX_CRASH_AT_CALL": "\(call)"])
-            let killed = move.status == Self.killed
+            let killed = move.status == CrashSweep.killed
             if killed {
                 let again = try InboxProcess.run("--container", container, "move", "d")
                 #expect(again.status == 0 || again.status == 66, "crash at call \(call): \(again.stderr)")

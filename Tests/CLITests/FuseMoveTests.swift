@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// A container on a real FUSE filesystem (bindfs), which refuses `renameat2`'s flags (ARCHITECTURE.md, "Network and
@@ -18,7 +18,7 @@ import Testing
         let mount = try FuseMount(options: options)
         let container = mount.mountPoint + "/container"
         #expect(try InboxProcess.run("--container", container, "init", "--single-host").status == 0)
-        let outside = try TemporaryFolder()
+        let outside = try Scratch()
         let delivered = try InboxProcess.run(
             "--container", container, "deliver", outside.file("a.txt", "delivered"), outside.file("b.txt", "watched"))
         #expect(delivered.status == 0, "\(delivered.stderr)")

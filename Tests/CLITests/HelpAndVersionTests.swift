@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `--version`, `inbox help`, "did you mean" and help fitted to the terminal (ARCHITECTURE.md, "The command line").

@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// `.nfs…` and `.fuse_hidden…` names are left alone only where their client makes them (ARCHITECTURE.md, "Network
@@ -41,8 +41,8 @@ import Testing
     }
 
     @Test func onALocalDiskTheyAreAUsersFiles() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         try Self.writeHiddenNames(in: container)
 
         let seen = try Self.look(at: container, archive: folder.path + "/backup.tar")

@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// Messages and refusals a hostile or careless user meets (issue 9, "Messages" and "Init").
 @Suite struct MessagesTests {
     @Test func anErrorAboutANameWithControlCharactersStaysOnOneLine() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let result = try InboxProcess.run([
             Array("--container".utf8), Array(container.utf8), Array("move".utf8),
             Array("two\nlines\u{1B}[31m.txt".utf8),
@@ -17,8 +18,8 @@ import Testing
     }
 
     @Test func aDoubleDashMakesHelpAName() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let source = try folder.file("--help", "a file named --help")
         #expect(try InboxProcess.run("--container", container, "deliver", "--", source).status == 0)
         let moved = try InboxProcess.run("--container", container, "move", "--", "--help")
@@ -28,7 +29,7 @@ import Testing
     }
 
     @Test func initMakesAContainerOnlyInAnEmptyFolderOrAContainer() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let home = folder.path + "/home"
         try folder.file("home/.bashrc", "export PS1=")
         let refused = try InboxProcess.run("--container", home, "init")
@@ -41,7 +42,7 @@ import Testing
         let onAFile = try InboxProcess.run("--container", file, "init")
         #expect(onAFile.status == 73, "\(onAFile.stderr)")
         // A container, and one a crash left half made, are fine.
-        let container = try folder.container()
+        let container = try folder.initContainer()
         #expect(try InboxProcess.run("--container", container, "init").status == 0)
         try FileManager.default.createDirectory(
             atPath: folder.path + "/half/Documents", withIntermediateDirectories: true)
@@ -49,8 +50,8 @@ import Testing
     }
 
     @Test func aSocketAndAFIFOAreRefusedByOneRule() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let fifo = folder.path + "/fifo"
         #expect(mkfifo(fifo, 0o644) == 0)
         let socketPath = folder.path + "/socket"
@@ -77,8 +78,8 @@ import Testing
 /// Leftovers of crashes are swept by the watcher, not only by `init` (issue 9, "Leftovers").
 @Suite struct LeftoverTests {
     @Test func theWatcherSweepsStagingThatACrashedDeliveryLeft() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let inbox = container + "/Documents/Inbox"
         try folder.file("container/Documents/Inbox/.inbox-staging.1.2", "half a delivery")
         try folder.file("container/Documents/Inbox/.inbox-staging.1.3", "a delivery under way")
@@ -95,8 +96,8 @@ import Testing
 /// Init and backup replace only what is theirs (issue 9).
 @Suite struct ReplaceOnlyOwnTests {
     @Test func aBackupNeverReplacesADeviceAFIFOOrALink() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let fifo = folder.path + "/fifo.tar"
         #expect(mkfifo(fifo, 0o644) == 0)
         let target = try folder.file("precious.txt", "precious")
@@ -125,8 +126,8 @@ import Testing
     }
 
     @Test func aSecondWatcherNamesTheFirstEvenAtItsStart() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         // Holds the lock as a watcher does in the moment before it writes its pid, over the pid a killed
         // watcher left in the file.
         let lock = open(
@@ -144,8 +145,8 @@ import Testing
 
 extension LeftoverTests {
     @Test func aBackupRemovesWhatKilledBackupsLeftBesideIt() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         // A process that has ended: its pid names no one now.
         var child: pid_t = 0
         var argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/true"), nil]
@@ -164,7 +165,7 @@ extension LeftoverTests {
 /// A backup never holds the move journal, and a restore refuses an archive's intents (issue 9).
 @Suite struct JournalInArchiveTests {
     @Test func aRestoreRefusesAMoveJournalIntent() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let archive = folder.path + "/crafted.tar"
         let script = """
             import io, sys, tarfile
@@ -174,13 +175,9 @@ extension LeftoverTests {
                     info = tarfile.TarInfo(path); info.size = len(data); info.mode = 0o644
                     tar.addfile(info, io.BytesIO(data))
             """
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", "-c", script, archive]
-        try python.run()
-        python.waitUntilExit()
-        #expect(python.terminationStatus == 0)
-        let container = try folder.container()
+        let python = try runProgram("/usr/bin/env", ["python3", "-c", script, archive])
+        #expect(python.status == 0)
+        let container = try folder.initContainer()
         let restore = try InboxProcess.run("--container", container, "restore", archive)
         #expect(restore.status == 65, "\(restore.stderr)")
         #expect(restore.stderr.contains("move journal intent"))
@@ -190,8 +187,8 @@ extension LeftoverTests {
     }
 
     @Test func aBackupLeavesTheMoveJournalOut() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let journal = container + "/Library/Application Support/inbox/journal"
         try FileManager.default.createDirectory(atPath: journal, withIntermediateDirectories: true)
         try Data("name eA==\n".utf8).write(to: URL(fileURLWithPath: journal + "/a.intent"))

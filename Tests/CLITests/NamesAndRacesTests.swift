@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// Byte-exact names and several processes at once, through the built binary.
@@ -12,8 +13,8 @@ import Testing
     ]
 
     @Test func tenThousandClashesStillFindAFreeName() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         // `same.txt` and `same-1.txt` … `same-10099.txt` taken in the Inbox; `same.txt` … `same 10100.txt` in
         // Documents. Clash naming used to give up at 10,000 tries.
         for (place, name) in [
@@ -39,8 +40,8 @@ import Testing
     @Test(arguments: oddNames)
     func oddNamesSurviveDeliverMoveAndLogExactly(name: [UInt8]) throws {
         #expect(name.count <= 255)
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let source = Array(folder.path.utf8) + [0x2F] + name
         try writeFile(source, contents: Array("contents of an odd name".utf8))
 
@@ -76,8 +77,8 @@ import Testing
 
     @Test(arguments: [false, true])
     func sixteenProcessesMovingOneItemOneWins(hardLinked: Bool) throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let source = try folder.file("contested.pdf", "%PDF-1.4 contested")
         if hardLinked {
             try FileManager.default.linkItem(atPath: source, toPath: container + "/Documents/Inbox/contested.pdf")
@@ -101,8 +102,8 @@ import Testing
     }
 
     @Test func fourProcessesAppendingAThousandRecordsEach() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         var batches: [[String]] = []
         for process in 0..<4 {
             batches.append(

@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// A container on a real rclone mount, which refuses `renameat2`'s flags and `link` too (ARCHITECTURE.md, "Network
@@ -41,7 +41,7 @@ import Testing
         let log = served + "/Library/Application Support/inbox/events.jsonl"
         let logged = FileManager.default.contents(atPath: log)
         let container = mount.mountPoint + "/c"
-        let outside = try TemporaryFolder()
+        let outside = try Scratch()
         let source = try outside.file("a.txt", "delivered")
         let message = ImportCrashTests.message(1, subject: "on rclone", attachments: ["c.bin"])
         let mail = try outside.file("message.eml", message)
@@ -49,7 +49,7 @@ import Testing
             ["status"], ["ls"], ["log"], ["deliver", source], ["move", "b.txt"], ["import", mail], ["clean"],
             ["watch", "--once", "--single-host", "--on-arrival", "move"], ["init"],
         ] {
-            Self.expectOneLineNamingRclone(try Self.runList(["--container", container] + command), "\(command)")
+            Self.expectOneLineNamingRclone(try InboxProcess.run(["--container", container] + command), "\(command)")
         }
         // Standard input is an MTA's: anything but the message's own fault is 75, for it to try again (never
         // bounced), with the same one line.
@@ -59,9 +59,5 @@ import Testing
         #expect(FileManager.default.contents(atPath: log) == logged, "nothing is logged")
         #expect(try Self.visible(served + "/Documents/Inbox") == ["b.txt"])
         #expect(try Self.visible(served + "/Documents") == ["Inbox"])
-    }
-
-    private static func runList(_ arguments: [String]) throws -> InboxProcess.Result {
-        try InboxProcess.run(arguments.map { Array($0.utf8) })
     }
 }

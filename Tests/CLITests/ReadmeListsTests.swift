@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The README's lists that the code could contradict, checked against the code: the command table against each

@@ -1,5 +1,5 @@
 import Foundation
-import FuseSupport
+import TestSupport
 import Testing
 
 /// A container on a FUSE filesystem (bindfs), which gets a new device number at every mount, as network filesystems

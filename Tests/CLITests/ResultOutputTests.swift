@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// What commands print for a person and for scripts: `status` counts, snake_case JSON, `ls --json` kinds,
@@ -13,8 +14,8 @@ import Testing
     }
 
     @Test func statusCountsInWordsAndPrintsSnakeCaseJSON() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         #expect(try run(container, ["deliver", try folder.file("one.txt", "1")]).status == 0)
         let text = try run(container, ["status"])
         #expect(text.status == 0)
@@ -49,8 +50,8 @@ import Testing
     }
 
     @Test func lsJSONSaysWhatEachItemIs() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         try folder.file("container/Documents/notes/a.txt", "a")
         try folder.file("container/Documents/b.txt", "b")
         #expect(symlink("b.txt", container + "/Documents/link") == 0)
@@ -63,8 +64,8 @@ import Testing
     }
 
     @Test func deliverAndMovePrintJSONOrNULTerminatedExactPaths() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let inbox = container + "/Documents/Inbox/"
         let odd = try folder.file("odd\nname.txt", "odd")
         let plain = try folder.file("plain.txt", "plain!")
@@ -97,8 +98,8 @@ import Testing
     }
 
     @Test func importPrintsNULTerminatedPaths() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let message = try folder.file(
             "m.eml",
             """
@@ -125,8 +126,8 @@ import Testing
     }
 
     @Test func namesAreEscapedOnATerminalAndExactOtherwise() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let name = "red\u{1B}[31m\nback\\slash\u{9B}.txt"
         let shown = #"red\x1b[31m\nback\\slash\xc2\x9b.txt"#
         let source = try folder.file(name, "x")
@@ -146,7 +147,7 @@ import Testing
     }
 
     @Test func cleanBackupPlanAndVerifyEscapeNamesOnATerminalOneLineAnItem() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let name = "red\u{1B}[31m\nback\\slash\u{9B}.txt"
         let shown = #"red\x1b[31m\nback\\slash\xc2\x9b.txt"#
         try folder.file("Source.app/Info.plist", "<plist>info</plist>\n")

@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// One container reached through two paths on this host: a bindfs mount and its backing folder (ARCHITECTURE.md,
@@ -8,10 +8,6 @@ import Testing
 /// takes its own lock: `watch.lock` names the host, its boot and the watcher, and a watcher through the other path
 /// that finds a live one named there exits 75.
 @Suite(.serialized) struct SecondPathTests {
-    private static func run(_ words: [String]) throws -> InboxProcess.Result {
-        try InboxProcess.run(words.map { Array($0.utf8) })
-    }
-
     /// A declared container on a bindfs mount, and its path on either side.
     private static func container() throws -> (mount: FuseMount, mounted: String, backing: String) {
         let mount = try FuseMount()
@@ -26,11 +22,11 @@ import Testing
         let (mount, mounted, backing) = try Self.container()
         _ = mount
         let (first, second) = firstThroughTheMount ? (mounted, backing) : (backing, mounted)
-        let watcher = try RunningWatcher(first, ["--on-arrival", "move", "--poll-interval", "0.2", "--settle", "0.3"])
+        let watcher = try WatchProcess(first, ["--on-arrival", "move", "--poll-interval", "0.2", "--settle", "0.3"])
         defer { watcher.kill9() }
         let started = logRecords(first, event: "watch-started").count
         for arguments in [["watch", "--once"], ["watch", "--on-arrival", "move"]] {
-            let refused = try Self.run(["--container", second] + arguments)
+            let refused = try InboxProcess.run(["--container", second] + arguments)
             #expect(refused.status == 75, "\(arguments): \(refused.stderr)")
             let lines = refused.stderr.split(separator: "\n")
             #expect(lines.count == 1, "\(lines)")
@@ -44,11 +40,11 @@ import Testing
         }
         #expect(waitUntil(timeout: 30) { logRecords(first, event: "moved").count == 2 })
         #expect(logRecords(first, event: "arrived").count == 2)
-        #expect(try Self.run(["--container", first, "ls"]).stdoutText.isEmpty)
+        #expect(try InboxProcess.run(["--container", first, "ls"]).stdoutText.isEmpty)
         let stopped = try watcher.stop()
         #expect(stopped.status == 0, "\(stopped.stderr)")
         // Once it has stopped, the other path's watcher starts.
-        let once = try Self.run(["--container", second, "watch", "--once"])
+        let once = try InboxProcess.run(["--container", second, "watch", "--once"])
         #expect(once.status == 0, "\(once.stderr)")
     }
 
@@ -56,9 +52,9 @@ import Testing
     @Test func aLockNamingAGoneWatcherHoldsNothing() throws {
         let (mount, mounted, backing) = try Self.container()
         _ = mount
-        let watcher = try RunningWatcher(mounted, ["--poll-interval", "0.2"])
+        let watcher = try WatchProcess(mounted, ["--poll-interval", "0.2"])
         watcher.kill9()
-        let once = try Self.run(["--container", backing, "watch", "--once"])
+        let once = try InboxProcess.run(["--container", backing, "watch", "--once"])
         #expect(once.status == 0, "\(once.stderr)")
         // This test's own pid, with another start time: not the watcher.
         let lock = backing + "/Library/Application Support/inbox/watch.lock"
@@ -67,7 +63,7 @@ import Testing
             index == 0 ? "\(getpid())" : line.hasPrefix("started ") ? "started 1" : String(line)
         }
         try (forged.joined(separator: "\n") + "\n").write(toFile: lock, atomically: false, encoding: .utf8)
-        let again = try Self.run(["--container", mounted, "watch", "--once"])
+        let again = try InboxProcess.run(["--container", mounted, "watch", "--once"])
         #expect(again.status == 0, "\(again.stderr)")
     }
 }

@@ -1,13 +1,13 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// The systemd units in `systemd/` (README.md, "Running as a service"), as `make install` installs them, checked
 /// by `systemd-analyze`, which needs no running systemd. Without systemd-analyze these tests fail: `make deps`
 /// and `.ci/run` install it (the `systemd` package).
 @Suite struct ServiceUnitTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().path
+    static let repository = TestPaths.repository
 
     /// The units `make install` installs for the system manager and for the user manager: paths under
     /// `systemd/`, read from the Makefile's SYSTEM_UNITS and USER_UNITS.
@@ -47,7 +47,7 @@ import Testing
         else {
             throw MissingTool(description: "systemd-analyze is missing: apt-get install systemd (make deps does)")
         }
-        return try runMerged(program, arguments, environment: environment)
+        return try runProgram(program, arguments, environment: environment, mergingStderr: true).statusAndOutput
     }
 
     /// Copies `units` into `folder` as `make install` does, ExecStart pointed at the built binary; the paths
@@ -70,7 +70,7 @@ import Testing
 
     /// The options that make `systemd-analyze verify` check `Documentation=man:inbox(1)` against the page the
     /// binary makes, where `man` is installed; elsewhere the check is left out.
-    static func manOptions(in folder: TemporaryFolder) throws -> ([String], [String: String]) {
+    static func manOptions(in folder: Scratch) throws -> ([String], [String: String]) {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/man") else { return (["--man=no"], [:]) }
         let page = try InboxProcess.run("man")
         #expect(page.status == 0, "\(page.stderr)")
@@ -92,7 +92,7 @@ import Testing
     }
 
     @Test func theSystemUnitsVerify() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let units = try Self.install(try Self.installedUnits().system, into: folder.path)
         let (options, environment) = try Self.manOptions(in: folder)
         // The templates, and instances for a container path that needs escaping (what %f turns back).
@@ -107,7 +107,7 @@ import Testing
     }
 
     @Test func theUserUnitsVerify() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let units = try Self.install(try Self.installedUnits().user, into: folder.path)
         var (options, environment) = try Self.manOptions(in: folder)
         // A user manager's paths start from $XDG_RUNTIME_DIR, which CI may not have; no manager runs.
@@ -122,7 +122,7 @@ import Testing
     /// user service as if it ran as root with every capability, so the user units are not rated.)
     @Test(arguments: ["inbox-watch@.service", "inbox-drain@.service", "inbox-lmtp.service"])
     func aSystemServiceRatesTwoOrBetter(_ unit: String) throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let copy = try #require(try Self.install([unit], into: folder.path).first)
         let (status, output) = try Self.systemdAnalyze(["security", "--offline=yes", copy])
         #expect(status == 0, "\(output)")
@@ -232,12 +232,14 @@ import Testing
         let serve = Self.commandLine(try #require(try Self.values("ExecStart", in: unit).first))
         // Shell command lines, or nothing else is run.
         try #require(make.first == "/bin/sh" && serve.first == "/bin/sh", "\(make) \(serve)")
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let file = try folder.file("arrival.pdf", "%PDF-1.4 an arrival")
         for dataHome in [folder.path + "/data", ""] {
             let environment = ["HOME": folder.path + "/home", "XDG_DATA_HOME": dataHome]
             let root = (dataHome.isEmpty ? folder.path + "/home/.local/share" : dataHome) + "/inbox"
-            let (made, output) = try runMerged(make[0], Array(make.dropFirst()), environment: environment)
+            let (made, output) = try runProgram(
+                make[0], Array(make.dropFirst()), environment: environment, mergingStderr: true
+            ).statusAndOutput
             #expect(made == 0, "\(output)")
             var isFolder: ObjCBool = false
             #expect(
@@ -290,8 +292,8 @@ import Testing
         for units in [system, user] {
             #expect(units.contains("inbox-drain@.path") && units.contains("inbox-drain@.timer"))
         }
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         var isFolder: ObjCBool = false
         #expect(FileManager.default.fileExists(atPath: container + "/Documents/Inbox", isDirectory: &isFolder))
         #expect(isFolder.boolValue)
@@ -312,8 +314,8 @@ import Testing
         let arguments = Array(command.dropFirst())
         #expect(arguments.contains("--once"))
 
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
+        let folder = try Scratch()
+        let container = try folder.initContainer()
         let files = try (0..<3).map { try folder.file("waiting\($0).pdf", "%PDF-1.4 waiting \($0)") }
         #expect(
             try InboxProcess.run((["--container", container, "deliver"] + files).map { Array($0.utf8) }).status == 0)
@@ -322,7 +324,7 @@ import Testing
         #expect(drain.status == 0, "\(drain.stderr)")
         #expect(logRecords(container, event: "arrived").count == 3)
 
-        let watcher = try RunningWatcher(container)
+        let watcher = try WatchProcess(container)
         let busy = try InboxProcess.run(arguments.map { Array($0.utf8) }, environment: ["INBOX_CONTAINER": container])
         #expect(busy.status == 75, "\(busy.stderr)")
         #expect(try watcher.stop().status == 0)

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 
 /// The debug `inbox` and `inbox-formats`, copied where any user may run them, for the tests that run them as
 /// another user: the build folder may sit under a folder only its owner may enter (a Debian home is 0700).

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// `status` names the Inbox's filesystem as the mount table does (`ext4`, `tmpfs`, `fuse.sshfs`), never as a magic
@@ -29,7 +30,7 @@ import Testing
 
     @Test(.enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/findmnt"), "needs findmnt"))
     func theTemporaryFolderIsNamedAsTheMountTableNamesIt() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         try expectNamed(under: folder.path)
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TestSupport
 import Testing
 
 /// `inbox` runs every command but those that need InboxFormats (GMime, libarchive), which it hands whole to
@@ -21,36 +22,33 @@ import Testing
         return prefix + "/bin/inbox"
     }
 
-    static func run(_ executable: String, _ arguments: String..., input: String = "") throws -> InboxProcess.Result {
-        try InboxProcess.run(arguments.map { Array($0.utf8) }, input: Array(input.utf8), executable: executable)
-    }
-
     @Test func anInstalledInboxHandsImportAndBackupsToInboxFormatsInLibexec() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let inbox = try Self.install(under: folder.path + "/usr")
-        let container = try folder.container()
+        let container = try folder.initContainer()
 
-        let imported = try Self.run(inbox, "--container", container, "import", "-", input: ImportCommandTests.message)
+        let imported = try InboxProcess.run(
+            "--container", container, "import", "-", input: ImportCommandTests.message, executable: inbox)
         #expect(imported.status == 0, "\(imported.stderr)")
         let names = imported.lines.map { URL(fileURLWithPath: $0).lastPathComponent }.sorted()
         #expect(names == ["figures.csv", "inner.bin", "report.pdf"])
 
-        let plan = try Self.run(inbox, "--container", container, "backup-plan", "--json")
+        let plan = try InboxProcess.run("--container", container, "backup-plan", "--json", executable: inbox)
         #expect(plan.status == 0, "\(plan.stderr)")
         let entries = try #require(try JSONSerialization.jsonObject(with: Data(plan.stdout)) as? [[String: Any]])
         #expect(entries.contains { $0["path"] as? String == "Documents/Inbox/report.pdf" })
 
         let archive = folder.path + "/backup.tar"
-        let backup = try Self.run(inbox, "--container", container, "backup", "--to", archive)
+        let backup = try InboxProcess.run("--container", container, "backup", "--to", archive, executable: inbox)
         #expect(backup.status == 0, "\(backup.stderr)")
         #expect(backup.lines == [archive])
         #expect(FileManager.default.fileExists(atPath: archive))
     }
 
     @Test func withoutInboxFormatsSuchACommandFailsWith75InOneLineAndTheRestStillRun() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let inbox = try Self.install(under: folder.path + "/usr", withFormats: false)
-        let container = try folder.container()
+        let container = try folder.initContainer()
 
         for arguments in [["import", "-"], ["backup", "--to", folder.path + "/b.tar"], ["backup-plan"]] {
             let result = try InboxProcess.run(
@@ -63,19 +61,20 @@ import Testing
             #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
         }
         // Help for such a command is inbox's own; the commands of InboxKit run as ever.
-        let help = try Self.run(inbox, "import", "--help")
+        let help = try InboxProcess.run("import", "--help", executable: inbox)
         #expect(help.status == 0)
         #expect(help.stdoutText.contains("USAGE: inbox [--container DIR] import"))
-        let status = try Self.run(inbox, "--container", container, "status", "--json")
+        let status = try InboxProcess.run("--container", container, "status", "--json", executable: inbox)
         #expect(status.status == 0, "\(status.stderr)")
     }
 
     @Test func anInboxInPlaceOfInboxFormatsIsRefusedOnceNotRunInALoop() throws {
-        let folder = try TemporaryFolder()
+        let folder = try Scratch()
         let inbox = try Self.install(under: folder.path + "/usr", withFormats: false)
-        let container = try folder.container()
+        let container = try folder.initContainer()
         #expect(link(inbox, folder.path + "/usr/bin/inbox-formats") == 0)
-        let result = try Self.run(inbox, "--container", container, "import", "-", input: ImportCommandTests.message)
+        let result = try InboxProcess.run(
+            "--container", container, "import", "-", input: ImportCommandTests.message, executable: inbox)
         #expect(result.status == 75, "\(result.stderr)")
         #expect(
             result.stderr
@@ -109,9 +108,9 @@ import Testing
     }
 
     @Test func theWatcherMapsNeitherMailLibrariesNorLibmagicForTextAndALogReaderNoHashing() throws {
-        let folder = try TemporaryFolder()
-        let container = try folder.container()
-        let watcher = try RunningWatcher(container, ["--on-arrival", "move"])
+        let folder = try Scratch()
+        let container = try folder.initContainer()
+        let watcher = try WatchProcess(container, ["--on-arrival", "move"])
         defer { _ = try? watcher.stop() }
         try folder.file("note.txt", "hello")
         #expect(rename(folder.path + "/note.txt", container + "/Documents/Inbox/note.txt") == 0)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Every public declaration in `Sources/` has a doc comment (issue 11): a text scan of the sources, fast enough for

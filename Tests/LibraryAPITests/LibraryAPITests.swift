@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import InboxKit
+import TestSupport
 import Testing
 
 /// The library as a user sees it with `import InboxKit` alone: the types its API uses, errors that say what

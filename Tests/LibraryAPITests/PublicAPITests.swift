@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The public API, as the compiler sees it (the symbol graph of each library module, read from this build by
@@ -83,16 +84,8 @@ struct PublicAPITests {
 
     /// Runs a program found on PATH; its exit status and what it wrote (stdout and stderr).
     static func run(_ arguments: [String]) throws -> (code: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: output, as: UTF8.self))
+        let process = try runProgram("/usr/bin/env", arguments, mergingStderr: true)
+        return (process.status, process.stdoutText)
     }
 }
 

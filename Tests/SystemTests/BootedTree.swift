@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// A clean Debian 12 tree booted under its own systemd, with the package installed (ARCHITECTURE.md, "Packages
@@ -42,8 +42,7 @@ final class BootedTree: Sendable {
     static let includes = ["systemd", "systemd-sysv", "dbus", "libpam-systemd", "passwd", "postfix", "procmail"]
 
     /// The package folder (`.build` lives there).
-    static let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().path
+    static let packageRoot = TestPaths.repository
 
     /// The package to install: `INBOX_DEB`, else the newest `.build/inbox_*.deb`.
     static let package: String? = {

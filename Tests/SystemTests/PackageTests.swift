@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// Everything that runs in the booted tree, one test at a time: one test removes the package and installs it again,

@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// Real mail through a real MTA, in the booted tree (never this machine's Postfix): Debian's Postfix delivers each

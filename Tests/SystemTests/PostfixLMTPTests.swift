@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// Postfix delivering inbox's copy over LMTP, in the booted tree, as README.md, "Mail import", sets it up: the BCC

@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// Debian's Postfix in the booted tree (never this machine's), set up once for the tests: local delivery only, with
@@ -233,8 +233,7 @@ struct MailUser {
     func mailboxMessages() throws -> (count: Int, text: String) {
         let mailbox = tree.path(self.mailbox)
         guard let data = FileManager.default.contents(atPath: mailbox) else { return (0, "") }
-        let script = #filePath.replacingOccurrences(
-            of: "SystemTests/PostfixSupport.swift", with: "Oracle/mailbox_messages.py")
+        let script = TestPaths.oracle("mailbox_messages.py")
         let digests = try InboxProcess.run(
             [Array(script.utf8), Array("mbox".utf8), Array(mailbox.utf8)], executable: "/usr/bin/python3")
         try #require(digests.status == 0, "the mailbox oracle failed: \(digests.stderr)")

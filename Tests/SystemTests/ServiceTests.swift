@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// The package's units under the booted tree's own systemd (ARCHITECTURE.md, "Packages and services"): the system

@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// Why the mounts over ssh cannot be made here, in one line; nil when they can.

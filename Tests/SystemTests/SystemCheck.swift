@@ -1,6 +1,6 @@
 import Foundation
-import FuseSupport
 import Glibc
+import TestSupport
 import Testing
 
 /// What the system tests check the same way on each filesystem.
