@@ -170,11 +170,13 @@ import Testing
     /// A winmail.dat whose copy cannot be read (an I/O error at any `pread`) fails the message with the error, for
     /// the import to be tried again (75): never taken for a damaged stream and delivered as it is.
     @Test func aWinmailDatThatCannotBeReadIsAnErrorNotDeliveredAsItIs() throws {
-        let folder = try MailParse.folder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path
         try makeFile(folder + "/first", Array("hello from Outlook\n".utf8))
         let (status, _, errors) = try runProgram(
-            "/usr/bin/python3", [MailParse.tnefGenerator, folder + "/winmail.dat", "report.txt=\(folder)/first"])
+            "/usr/bin/python3", [MailParse.tnefGenerator, folder + "/winmail.dat", "report.txt=\(folder)/first"]
+        ).parts
         try #require(status == 0, "\(errors)")
         let text = """
             From: a@example.com
