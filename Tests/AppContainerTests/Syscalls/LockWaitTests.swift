@@ -86,7 +86,6 @@ import Testing
             }
             taken.signal()
         }
-        let deadline = ContinuousClock.now + .seconds(30)
         func isQueued() -> Bool {
             let locks = (try? FileDescriptor("/proc/locks", [.readOnly]).readToEnd()) ?? []
             return String(decoding: locks, as: UTF8.self).split(separator: "\n").contains { line in
@@ -95,8 +94,7 @@ import Testing
                     && fields[6].hasSuffix(":\(inode)")
             }
         }
-        while !isQueued() && ContinuousClock.now < deadline { usleep(1000) }
-        #expect(isQueued())
+        #expect(waitUntil(timeout: 30, interval: 0.001) { isQueued() })
         holder.release()
         #expect(taken.wait(timeout: .now() + 30) == .success)
         #expect(outcome.withLock { $0 } == nil)

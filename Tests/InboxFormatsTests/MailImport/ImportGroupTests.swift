@@ -58,16 +58,6 @@ import Testing
         }
     }
 
-    /// Waits, 30 s at most, until `count` requests wait in `group` for a batch (the one placing is not counted).
-    static func waitUntil(_ group: ImportGroup, holds count: Int) -> Bool {
-        let deadline = Date().addingTimeInterval(30)
-        while group.waiting < count {
-            guard Date() < deadline else { return false }
-            usleep(1000)
-        }
-        return true
-    }
-
     /// Eight importers hand their messages in while the first batch's leader waits for `import.lock` (held by
     /// another process): the seven that came meanwhile are placed in one second batch, and every attachment is in
     /// the Inbox once.
@@ -86,7 +76,7 @@ import Testing
             done.signal()
         }
         // The first batch's leader waits for the lock; the other seven wait for the next batch.
-        #expect(Self.waitUntil(group, holds: 7))
+        #expect(waitUntil(timeout: 30, interval: 0.001) { group.waiting >= 7 })
         held.release()
         #expect(done.wait(timeout: .now() + 60) == .success)
         let outcomes = results.withLock { $0 }
@@ -113,14 +103,13 @@ import Testing
             done.signal()
         }
         // The first batch is placing (waiting for the lock) before the twins come.
-        let deadline = Date().addingTimeInterval(30)
-        while group.batches < 1 && Date() < deadline { usleep(1000) }
+        #expect(waitUntil(timeout: 30, interval: 0.001) { group.batches >= 1 })
         try startDetachedThread {
             let twins = importers.importTogether([Self.message(2), Self.message(2)], first: 1)
             results.withLock { $0 += twins }
             done.signal()
         }
-        #expect(Self.waitUntil(group, holds: 2))
+        #expect(waitUntil(timeout: 30, interval: 0.001) { group.waiting >= 2 })
         held.release()
         for _ in 0..<2 { #expect(done.wait(timeout: .now() + 60) == .success) }
         let statuses = results.withLock { $0 }.compactMap { try? $0.get().status }
