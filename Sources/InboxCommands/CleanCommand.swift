@@ -82,7 +82,7 @@ struct CleanCommand: Command {
         var overrides: [(WritableKeyPath<Preferences, Int64>, Int64)] = []
         for (flag, keyPath, isDuration) in flags {
             guard let text = arguments.string(flag) else { continue }
-            let value = isDuration ? CleanupPolicy.seconds(from: text) : CleanupPolicy.bytes(from: text)
+            let value = isDuration ? Quantity.seconds(from: text) : Quantity.bytes(from: text)
             guard let value else {
                 let example = isDuration ? "seconds, or 30d, 12h, 10m, 45s" : "bytes, or 512M, 1G, 64K"
                 throw ContainerError(.usage, "'\(flag)' needs \(example), not '\(text)'")

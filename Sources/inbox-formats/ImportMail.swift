@@ -56,7 +56,7 @@ enum ImportMail {
     static func limits(_ arguments: Arguments) throws(ContainerError) -> MailLimits {
         var limits = MailLimits()
         if let text = arguments.string("--max-bytes") {
-            guard let bytes = CleanupPolicy.bytes(from: text) else {
+            guard let bytes = Quantity.bytes(from: text) else {
                 throw ContainerError(.usage, "'\(text)' is not a size for --max-bytes (try 512M or 1G)")
             }
             limits.maxBytes = bytes

@@ -282,24 +282,6 @@ final class CleanupWalker {
 /// The cleanup policy's units and reasons (ARCHITECTURE.md, "Cleanup"). Its values are `Preferences`: `inboxMaxAge`,
 /// `inboxMaxBytes`, `tmpMaxAge` and `cachesMaxBytes`, which `inbox clean` flags can override.
 package enum CleanupPolicy {
-    /// Seconds from plain `3600` or a number with one unit: `45s`, `10m`, `12h`, `30d`, `2w`.
-    /// Nil for anything else, a negative number, or a value past `Int64.max`.
-    package static func seconds(from text: String) -> Int64? {
-        parse(text, units: ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800])
-    }
-
-    /// Bytes from plain `1048576` or a number with a binary unit: `64K`, `512M`, `1G`, `2T` (also `512MiB`,
-    /// lower case allowed). Nil for anything else, a negative number, or a value past `Int64.max`.
-    package static func bytes(from text: String) -> Int64? {
-        let units: [Character: Int64] = ["k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40]
-        var text = Substring(text.lowercased())
-        if text.hasSuffix("ib") {
-            text = text.dropLast(2)
-            guard let unit = text.last, units[unit] != nil else { return nil }
-        }
-        return parse(text, units: units)
-    }
-
     /// `30 days`, `1 day`, `12 hours`, `90 seconds`: the largest unit that divides `seconds` exactly.
     package static func describe(seconds: Int64) -> String {
         let units: [(Int64, String)] = [(604_800, "week"), (86_400, "day"), (3600, "hour"), (60, "minute")]
@@ -321,19 +303,4 @@ package enum CleanupPolicy {
 
     /// Why the least recently used files of Caches go: `caches over 536870912 bytes`.
     static func cachesOver(_ bytes: Int64) -> String { "caches over \(bytes) bytes" }
-
-    /// Digits, then at most one unit from `units`.
-    private static func parse(_ text: some StringProtocol, units: [Character: Int64]) -> Int64? {
-        var digits = Substring(text)
-        var multiplier: Int64 = 1
-        if let last = digits.last, let unit = units[last] {
-            multiplier = unit
-            digits = digits.dropLast()
-        }
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int64(digits) else {
-            return nil
-        }
-        let (value, overflow) = number.multipliedReportingOverflow(by: multiplier)
-        return overflow ? nil : value
-    }
 }

@@ -344,24 +344,7 @@ import Testing
 
     // MARK: - Units and progress
 
-    @Test func durationsAndSizes() {
-        #expect(CleanupPolicy.seconds(from: "3600") == 3600)
-        #expect(CleanupPolicy.seconds(from: "30d") == 2_592_000)
-        #expect(CleanupPolicy.seconds(from: "12h") == 43_200)
-        #expect(CleanupPolicy.seconds(from: "10m") == 600)
-        #expect(CleanupPolicy.seconds(from: "45s") == 45)
-        #expect(CleanupPolicy.seconds(from: "2w") == 1_209_600)
-        for bad in ["", "d", "-5", "3x", "1.5h", "30 d", "+5", "99999999999999999999", "9223372036854775807d"] {
-            #expect(CleanupPolicy.seconds(from: bad) == nil, "\(bad)")
-        }
-        #expect(CleanupPolicy.bytes(from: "1048576") == 1_048_576)
-        #expect(CleanupPolicy.bytes(from: "512M") == 512 << 20)
-        #expect(CleanupPolicy.bytes(from: "1G") == 1 << 30)
-        #expect(CleanupPolicy.bytes(from: "64k") == 65_536)
-        #expect(CleanupPolicy.bytes(from: "2TiB") == 2 << 40)
-        for bad in ["", "G", "-1", "1.5G", "12X", "10iB", "1GB", "99999999999T"] {
-            #expect(CleanupPolicy.bytes(from: bad) == nil, "\(bad)")
-        }
+    @Test func durationsAreDescribedInTheirLargestWholeUnit() {
         #expect(CleanupPolicy.describe(seconds: 30 * 86_400) == "30 days")
         #expect(CleanupPolicy.describe(seconds: 86_400) == "1 day")
         #expect(CleanupPolicy.describe(seconds: 36 * 3600) == "36 hours")
