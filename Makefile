@@ -58,8 +58,11 @@ ORDER_MATCH = bin="$$($(SWIFT) build -c release --show-bin-path)"; \
 # included, into its callers, and SwiftPM does not recompile them when only a private stored property changed).
 # Seen here: `inbox import` aborting at exit with "double free or corruption" after a field was added to EventLog's
 # private state, until a clean build (ARCHITECTURE.md, "Start-up and memory"). A clean release build takes about
-# a minute and a half here.
-RELEASE_BUILD = rm -rf "$$($(SWIFT) build -c release --show-bin-path)" && $(SWIFT) build -c release
+# a minute and a half here. It builds the two executables alone: Tests/TestSupport, a plain target the test targets
+# share, imports Testing, which a release build does not have. The flags after $(RELEASE_BUILD) go to both.
+RELEASE_BUILD = rm -rf "$$($(SWIFT) build -c release --show-bin-path)" && release_build() { \
+	$(SWIFT) build -c release --product inbox "$$@" && $(SWIFT) build -c release --product inbox-formats "$$@"; } && \
+	release_build
 # Extra flags for the build that make install installs; INSTALL_SWIFTFLAGS= builds one that loads the Swift
 # runtime from the toolchain that built it (its RUNPATH).
 INSTALL_SWIFTFLAGS ?= $(RELEASE_SWIFTFLAGS)
