@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 
 /// A running `inbox watch` process, stopped with SIGTERM when the test is done with it. (A `Watcher` run in the
-/// test's own process is TestSupport's `InProcessWatcher`.)
+/// test's own process is InboxKitTests' `InProcessWatcher`.)
 final class WatchProcess {
     let child: InboxProcess.Child
     let container: String

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import TestSupport
 import Testing
 
 @testable import InboxKit
@@ -7,15 +8,15 @@ import Testing
 /// A `Watcher` run in the test's own process, on a thread of its own, as `inbox watch` runs one, or in a pool, as
 /// `inbox watch --root` does; stopped (and its run waited for) by `stop()` or at the end of the test. (A watcher run
 /// as its own process, `inbox watch`, is CLITests' `WatchProcess`.)
-package final class InProcessWatcher {
-    package let watcher: Watcher
+final class InProcessWatcher {
+    let watcher: Watcher
     private let finished = DispatchSemaphore(value: 0)
     private let failure = Guarded<String?>(nil)
     private var ended = false
 
     /// Runs `watcher` on a thread of its own, or in `pool`: returns once it watches its Inbox (in a pool, once its
     /// start-up scan, asked for when the Inbox is watched, is done).
-    package init(_ watcher: Watcher, in pool: WatchPool? = nil) throws {
+    init(_ watcher: Watcher, in pool: WatchPool? = nil) throws {
         self.watcher = watcher
         let finished = finished
         let failure = failure
@@ -36,7 +37,7 @@ package final class InProcessWatcher {
     }
 
     /// Stops the watcher and waits for its run to end; returns how it failed, if it did.
-    @discardableResult package func stop() -> String? {
+    @discardableResult func stop() -> String? {
         if !ended {
             watcher.stop()
             finished.wait()
