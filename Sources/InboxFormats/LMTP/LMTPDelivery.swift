@@ -55,18 +55,15 @@ package struct LMTPDelivery: Sendable {
         private func importer(for path: [UInt8]) throws(ContainerError) -> MailImporter {
             if let index = importers.firstIndex(where: { $0.path == path }) {
                 let kept = importers.remove(at: index)
-                if let identity = LMTPDelivery.identity(of: path, kept.importer.inbox.container),
-                    identity == kept.identity
-                {
+                // Not the same files, or not to be looked at: the container is opened afresh, as for a first message.
+                if (try? LMTPDelivery.identity(of: path, kept.importer.inbox.container)) == kept.identity {
                     importers.append(kept)
                     return kept.importer
                 }
             }
             let container = try Container.open(at: path)
             try container.requireSingleHost()
-            guard let identity = LMTPDelivery.identity(of: path, container) else {
-                throw ContainerError(.failure, "cannot look at the container '\(container.root)'")
-            }
+            let identity = try LMTPDelivery.identity(of: path, container)
             // The MTA waits for the reply: no lock is waited for longer than a delivery allows, as for `import -`
             // (ARCHITECTURE.md, "Nothing blocks an MTA"): past it, 451 naming the holder.
             let importer = try MailImporter(
@@ -81,13 +78,18 @@ package struct LMTPDelivery: Sendable {
     /// A session's own deliverer.
     package func session() -> Session { Session(self) }
 
-    /// The files that make a container the one opened: the path as given, the root, its state folder, its Inbox;
-    /// nil when one cannot be looked at.
-    static func identity(of path: [UInt8], _ container: Container) -> [FileID]? {
+    /// The files that make a container the one opened: the path as given, the root, its state folder, its Inbox.
+    static func identity(of path: [UInt8], _ container: Container) throws(ContainerError) -> [FileID] {
         let state = container.rootBytes + Array("/\(Container.stateRelativePath)".utf8)
-        return try? [path, container.rootBytes, state, container.pathBytes(.inbox)].map { path throws(Errno) in
-            try fileStatus(in: currentDirectory, path).fileID
+        var identity: [FileID] = []
+        for path in [path, container.rootBytes, state, container.pathBytes(.inbox)] {
+            do throws(Errno) {
+                identity.append(try fileStatus(in: currentDirectory, path).fileID)
+            } catch {
+                throw error.failure("look at", path)
+            }
         }
+        return identity
     }
 
     /// The group of each container delivered into, by its root, state folder and Inbox: shared by every session of

@@ -6,10 +6,9 @@ import Synchronization
 /// the group commit of concurrent deliveries (`inbox lmtp`'s sessions). Each importer parses and stages its message
 /// on its own thread, then its ledger hands it here. The first to come leads: its ledger places, in one `placeOnce`,
 /// its own message and every one that came meanwhile (up to `ImportLedger`'s batch limits, keys distinct), so a
-/// batch shares
-/// one index commit, one fsync of the Inbox folder and one of the log. Then it hands
-/// the lead to the first still waiting and returns; the others return with their outcomes. Each importer syncs its
-/// staged files before it hands them in, in parallel with the others, so the batch waits on no file's fsync.
+/// batch shares one index commit, one fsync of the Inbox folder and one of the log. Then it hands the lead to the
+/// first still waiting and returns; the others return with their outcomes. Each importer syncs its staged files
+/// before it hands them in, in parallel with the others, so the batch waits on no file's fsync.
 package final class ImportGroup: Sendable {
     /// One importer's messages, waiting to be placed.
     private final class Request: @unchecked Sendable {
@@ -39,7 +38,7 @@ package final class ImportGroup: Sendable {
 
     package init() {}
 
-    /// How many requests wait for their batch now, and how many batches were placed so far.
+    /// How many requests wait for their batch now, and how many batches were placed so far (for tests).
     var waiting: Int { state.withLock { $0.waiting.count } }
     var batches: Int { state.withLock { $0.batches } }
 
