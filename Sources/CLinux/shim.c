@@ -66,7 +66,10 @@ static int64_t inbox_monotonic_ms(void) {
 
 int inbox_flock_within(int fd, long milliseconds) {
     pthread_once(&inbox_lock_timer_once, inbox_install_lock_timer_handler);
-    if (inbox_lock_timer_ready != 0) return -1;
+    if (inbox_lock_timer_ready != 0) {
+        errno = ENOSYS;
+        return -1;
+    }
     struct sigevent event;
     memset(&event, 0, sizeof event);
     event.sigev_notify = SIGEV_THREAD_ID;
