@@ -371,13 +371,10 @@ public final class EventLog: Sendable {
     /// reads) and notes the `error` record that opens the new one, which goes on after `writer.lastSeq` (the highest
     /// valid seq the damaged log held, or any this instance knew past it).
     private func setAside(_ writer: inout Writer, because reason: String) throws(ContainerError) {
-        let stamp = FileName("\(Self.logName).damaged-\(Timestamp.now().seconds)").unsafelyUnwrapped
         let aside: FileName
-        do {
-            aside = try ClashNaming.inbox.firstFree(for: stamp) { candidate throws(Errno) in
-                try renameNoReplace(folder, Self.logName, folder, candidate)
-            }
-            try system_fsync(folder)
+        do throws(Errno) {
+            aside = try AppContainer.setAside(
+                FileName(Self.logName).unsafelyUnwrapped, in: folder, suffix: damagedSuffix())
         } catch {
             throw error.failure("set aside the damaged event log", logPath)
         }

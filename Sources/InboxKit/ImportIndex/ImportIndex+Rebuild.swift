@@ -60,18 +60,11 @@ extension ImportIndex {
     private static func setAside(because reason: String, during: String, in folder: CInt, shown: String, log: EventLog)
         throws(ContainerError)
     {
-        let stamp = "\(fileName).damaged-\(Timestamp.now().seconds)"
-        var aside = stamp
-        do {
-            if try present(fileName, in: folder), let name = FileName(stamp) {
-                aside = try ClashNaming.inbox.firstFree(for: name) { candidate throws(Errno) in
-                    try renameNoReplace(folder, fileName, folder, candidate)
-                }.string
-            }
-            for suffix in ["-wal", "-shm"] where try present(fileName + suffix, in: folder) {
-                try renameNoReplace(folder, fileName + suffix, folder, aside + suffix)
-            }
-            try system_fsync(folder)
+        let aside: String
+        do throws(Errno) {
+            let name = FileName(fileName).unsafelyUnwrapped
+            let companions = ["-wal", "-shm"]
+            aside = try AppContainer.setAside(name, in: folder, suffix: damagedSuffix(), companions: companions).string
         } catch {
             throw error.failure("set aside the damaged import index", shown)
         }

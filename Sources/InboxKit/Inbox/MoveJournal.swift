@@ -171,12 +171,7 @@ package struct MoveJournal {
     /// and so on, when that is taken), which recovery never reads.
     func setAside(_ recordName: FileName) throws(Errno) {
         let folder = try FileDescriptor(folder: directoryBytes)
-        let suffix = Array(".refused".utf8)
-        let stem = FileName.truncated(recordName.bytes, toAtMost: FileName.maxLength - suffix.count)
-        let aside = FileName(bytes: stem + suffix).unsafelyUnwrapped
-        _ = try ClashNaming.inbox.firstFree(for: aside) { candidate throws(Errno) in
-            try renameNoReplace(folder.rawValue, recordName, folder.rawValue, candidate)
-        }
+        _ = try AppContainer.setAside(recordName, in: folder.rawValue, suffix: ".refused")
     }
 
     /// What recovery finds in the journal.

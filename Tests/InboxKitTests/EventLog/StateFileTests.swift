@@ -79,7 +79,15 @@ import Testing
         try Data("seq 18446744073709551615\n".utf8).write(to: URL(fileURLWithPath: checkpoint))
         try Self.watchOnce(inbox)
         #expect(try inbox.log.records(kinds: [.arrived]).count == 3, "nothing arrives again")
-        #expect(exists(checkpoint + ".damaged"))
+        let aside = try FileManager.default.contentsOfDirectory(atPath: scratch.container.stateDirectory)
+            .filter { $0.wholeMatch(of: /arrived\.checkpoint\.damaged-[0-9]+/) != nil }
+        #expect(aside.count == 1, "\(aside)")
+        // A second damaged checkpoint goes beside the first, never over it.
+        try Data("seq 18446744073709551615\n".utf8).write(to: URL(fileURLWithPath: checkpoint))
+        try Self.watchOnce(inbox)
+        let both = try FileManager.default.contentsOfDirectory(atPath: scratch.container.stateDirectory)
+            .filter { $0.contains(".damaged-") }
+        #expect(both.count == 2, "\(both)")
         #expect(try inbox.log.records(kinds: [.error]).contains { $0.fields["during"] == "read the checkpoint" })
     }
 }

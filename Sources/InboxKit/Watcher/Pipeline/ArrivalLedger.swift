@@ -22,8 +22,11 @@ struct ArrivalLedger {
     var pending: [Identity: Decision] = [:]
     var unanswered: [Identity: Question] = [:]
 
+    /// The checkpoint's name in the state folder.
+    static let checkpointName = "arrived.checkpoint"
+
     static func checkpointPath(_ container: Container) -> [UInt8] {
-        container.statePath("arrived.checkpoint")
+        container.statePath(checkpointName)
     }
 
     /// Arrived, kept, and with nothing decided or asked: an item the watcher is done with.

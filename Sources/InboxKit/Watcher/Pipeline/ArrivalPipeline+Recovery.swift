@@ -221,11 +221,13 @@ extension ArrivalPipeline {
         return name
     }
 
-    /// Renames a damaged checkpoint aside (`arrived.checkpoint.damaged`) and logs why.
+    /// Renames a damaged checkpoint aside (`arrived.checkpoint.damaged-<time>`) and logs why.
     private func setAsideCheckpoint(because reason: String) throws(ContainerError) {
-        let aside = checkpointPath + Array(".damaged".utf8)
+        let aside: [UInt8]
         do {
-            try system_renameat2(currentDirectory, checkpointPath, currentDirectory, aside, [])
+            let name = FileName(ArrivalLedger.checkpointName).unsafelyUnwrapped
+            let folder = try FileDescriptor(folder: container.stateDirectoryBytes)
+            aside = container.statePath(try setAside(name, in: folder.rawValue, suffix: damagedSuffix()).string)
         } catch {
             throw error.failure("set aside the damaged checkpoint", checkpointPath)
         }
