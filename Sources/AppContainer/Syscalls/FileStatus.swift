@@ -77,6 +77,29 @@ package struct FileStatus: Sendable, Equatable {
     }
 }
 
+/// What of a folder's status a change of its list of names moves: the one stamp every poll and cache of a folder
+/// compares. A name made, removed or renamed moves the modification and change times (and a size or link count);
+/// a change of mode, the change time; a folder replaced is another inode, or the same inode born again.
+package struct FolderStamp: Equatable, Sendable {
+    package let folder: FileID
+    package let born: Timestamp
+    package let size: Int64
+    package let linkCount: Int
+    /// When a name in it last changed: how long it has held still.
+    package let modified: Timestamp
+    package let changed: Timestamp
+
+    /// The stamp of the folder whose status is `status`.
+    package init(_ status: FileStatus) {
+        folder = status.fileID
+        born = status.born
+        size = status.size
+        linkCount = status.linkCount
+        modified = status.modified
+        changed = status.changed
+    }
+}
+
 extension FileDescriptor {
     /// The status of the open file, from `statx` (with the birth time, unlike `status()`).
     package func fileStatus() throws(Errno) -> FileStatus { FileStatus(try system_statx(rawValue, "")) }

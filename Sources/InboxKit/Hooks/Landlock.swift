@@ -84,27 +84,18 @@ enum Landlock {
     private static let cache = Mutex<[[UInt8]: Cached]>([:])
 
     private struct Cached {
-        let stamps: [Stamp]
+        let stamps: [FolderStamp]
         let ruleset: Ruleset
     }
 
-    /// What says that a folder's list of names may have changed.
-    private struct Stamp: Equatable {
-        let device: UInt64
-        let inode: UInt64
-        let mode: mode_t
-        let modified: Timestamp
-    }
-
     /// The stamps of `/` and each ancestor of `root`: the folders `ruleset(sparing:)` lists.
-    private static func listedFolders(sparing root: [UInt8]) throws(Errno) -> [Stamp] {
-        var stamps: [Stamp] = []
+    private static func listedFolders(sparing root: [UInt8]) throws(Errno) -> [FolderStamp] {
+        var stamps: [FolderStamp] = []
         var path: [UInt8] = [0x2F]
         let components = root.split(separator: 0x2F)
         for (index, component) in components.enumerated() {
             let status = try fileStatus(in: currentDirectory, path)
-            stamps.append(
-                Stamp(device: status.device, inode: status.inode, mode: status.mode, modified: status.modified))
+            stamps.append(FolderStamp(status))
             if index < components.count - 1 { path += (path.count > 1 ? [0x2F] : []) + component }
         }
         return stamps

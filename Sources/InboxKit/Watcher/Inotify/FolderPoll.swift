@@ -8,16 +8,9 @@ import Synchronization
 /// it is older. A folder that cannot be looked at counts as changed the first time (the scan says why), not again
 /// while it stays so.
 final class FolderPoll: Sendable {
-    private struct Look: Equatable {
-        let device: UInt64
-        let inode: UInt64
-        let born: Timestamp
-        let modified: Timestamp
-    }
-
     private enum Seen: Equatable {
         case nothing, unreadable
-        case look(Look)
+        case look(FolderStamp)
     }
 
     /// How long a modification time counts as changed, in nanoseconds.
@@ -29,7 +22,7 @@ final class FolderPoll: Sendable {
         let seen: Seen
         do {
             let status = try fileStatus(in: currentDirectory, path)
-            seen = .look(Look(device: status.device, inode: status.inode, born: status.born, modified: status.modified))
+            seen = .look(FolderStamp(status))
         } catch {
             // Not swallowed: the scan this asks for opens the folder and fails with the reason.
             seen = .unreadable
@@ -38,9 +31,9 @@ final class FolderPoll: Sendable {
         return last.withLock { last in
             defer { last = seen }
             guard seen == last else { return true }
-            guard case .look(let look) = seen else { return false }
+            guard case .look(let stamp) = seen else { return false }
             let age =
-                (now.seconds - look.modified.seconds) * 1_000_000_000 + now.nanoseconds - look.modified.nanoseconds
+                (now.seconds - stamp.modified.seconds) * 1_000_000_000 + now.nanoseconds - stamp.modified.nanoseconds
             return age < Self.settling
         }
     }

@@ -8,7 +8,7 @@ import Glibc
 /// modification and change times the same across looks at least `settle` apart. Only then is it handed on, or at
 /// once when it came by rename from a dot-name listed at the poll before (a writer that writes under a dot-name,
 /// then renames). An Inbox unchanged since the last poll costs one `fstat`, and the read of the folder only where its
-/// stamp (size, link count, modification and change times) moved since a read known complete for it (`Stamp`). Names
+/// stamp (`FolderStamp`) moved since a read known complete for it. Names
 /// a scan finds on such an Inbox go through the same gate (`admitted`); names inotify reports (this host's writes) do
 /// not.
 final class InboxPoll {
@@ -16,14 +16,6 @@ final class InboxPoll {
     private struct Look: Equatable {
         let inode: UInt64
         let size: Int64
-        let modified: Timestamp
-        let changed: Timestamp
-    }
-
-    /// What of the folder's status a change of its entries moves.
-    private struct Stamp: Equatable {
-        let size: Int64
-        let linkCount: Int
         let modified: Timestamp
         let changed: Timestamp
     }
@@ -51,10 +43,10 @@ final class InboxPoll {
     let stampTick: Duration
     private var entries: [FileName: Entry] = [:]
     /// The folder's stamp, and when it was first seen.
-    private var stampSeen: (stamp: Stamp, since: ContinuousClock.Instant)?
+    private var stampSeen: (stamp: FolderStamp, since: ContinuousClock.Instant)?
     /// The stamp the last read is complete for, and when that read was: another read is due at the latest an
     /// `idleInterval` later, in case a filesystem keeps no true folder times.
-    private var completeRead: (stamp: Stamp, at: ContinuousClock.Instant)?
+    private var completeRead: (stamp: FolderStamp, at: ContinuousClock.Instant)?
     /// The folder read last: another (the Inbox replaced and reopened) starts the entries afresh.
     private var folder: FileID?
     /// Whether the folder lists each name's own inode (`IdentityProbe`): where it does not (FUSE's "unknown"
@@ -101,8 +93,7 @@ final class InboxPoll {
             completeRead = nil
             listsInodes = givenListing ?? (IdentityProbe.verdict(in: inbox.rawValue) != .listsOtherInodes)
         }
-        let stamp = Stamp(
-            size: status.size, linkCount: status.linkCount, modified: status.modified, changed: status.changed)
+        let stamp = FolderStamp(status)
         let readAt = ContinuousClock.now
         if stampSeen?.stamp != stamp { stampSeen = (stamp, readAt) }
         if !isSettling, let read = completeRead, read.stamp == stamp, readAt - read.at < max(idleInterval, interval) {
