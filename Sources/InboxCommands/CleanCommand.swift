@@ -34,10 +34,11 @@ struct CleanCommand: Command {
         let outputIsTerminal = isatty(STDOUT_FILENO) == 1
         var json = arguments.flags.contains("--json") ? JSONArrayPrinter() : nil
         let waiting = { Output.problem("another clean of this container is under way; waiting for it to end") }
+        let checked = { (count: Int) in progress.draw("cleaning… \(ProgressLine.grouped(count)) entries checked") }
         let summary: CleanupSummary
         do {
             summary = try plan.execute(
-                dryRun: arguments.flags.contains("--dry-run"), log: log, progress: progress, waiting: waiting
+                dryRun: arguments.flags.contains("--dry-run"), log: log, progress: checked, waiting: waiting
             ) { outcome in
                 if outputIsTerminal { progress.clear() }
                 if json != nil {

@@ -65,10 +65,10 @@ package struct CleanupPlan: Sendable {
     /// than `tmpMaxAge` (all of them when the app is not running); then the least recently used files of Caches
     /// while it holds more than `cachesMaxBytes`. A missing place is skipped. `body` may delete each entry.
     ///
-    /// `progress` counts each entry checked; `shouldStop` is asked as often and ends the walk early. `passedOver`
+    /// `progress` hears how many entries have been checked, after each; `shouldStop` is asked as often and ends the walk early. `passedOver`
     /// hears of each entry or folder that could not be read: it is kept, and what it holds is never deleted for it.
     package func forEachEntry(
-        progress: ProgressLine? = nil, shouldStop: @escaping () -> Bool = { false },
+        progress: @escaping (Int) -> Void = { _ in }, shouldStop: @escaping () -> Bool = { false },
         passedOver: @escaping (ContainerError) -> Void = { _ in },
         _ body: (CleanupEntry) throws(ContainerError) -> Void
     ) throws(ContainerError) {
@@ -94,7 +94,8 @@ package struct CleanupPlan: Sendable {
 /// One walk of a plan: the place folders read in turn, each entry counted and checked against `shouldStop`.
 final class CleanupWalker {
     let plan: CleanupPlan
-    let progress: ProgressLine?
+    let progress: (Int) -> Void
+    private var checked = 0
     let shouldStop: () -> Bool
     private(set) var stopped = false
     /// The folders of Caches seen by the second pass, as (parent index, name); index 0 is Caches itself.
@@ -104,7 +105,7 @@ final class CleanupWalker {
     let passedOver: (ContainerError) -> Void
 
     init(
-        plan: CleanupPlan, progress: ProgressLine?, shouldStop: @escaping () -> Bool,
+        plan: CleanupPlan, progress: @escaping (Int) -> Void, shouldStop: @escaping () -> Bool,
         passedOver: @escaping (ContainerError) -> Void
     ) {
         self.plan = plan
@@ -120,7 +121,8 @@ final class CleanupWalker {
 
     /// Counts one entry checked; false once the walk should end.
     func tick() -> Bool {
-        progress?.tick()
+        checked += 1
+        progress(checked)
         if !stopped && shouldStop() { stopped = true }
         return !stopped
     }

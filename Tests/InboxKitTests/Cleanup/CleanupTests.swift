@@ -342,7 +342,18 @@ import Testing
         #expect(!exists(tmp + "/b"))
     }
 
-    // MARK: - Units and progress
+    /// A clean tells its progress how many entries it has checked, after each.
+    @Test func aCleanCountsEachEntryChecked() throws {
+        let scratch = try Scratch.withInbox()
+        defer { scratch.remove() }
+        for index in 0..<5 { try makeFile(scratch.inboxPath("item\(index)"), pattern(10)) }
+        var heard: [Int] = []
+        let plan = CleanupPlan(container: scratch.container, policy: Preferences(), appIsRunning: true)
+        try plan.forEachEntry(progress: { heard.append($0) }, { _ in })
+        #expect(heard == Array(1...5))
+    }
+
+    // MARK: - Units
 
     @Test func durationsAreDescribedInTheirLargestWholeUnit() {
         #expect(CleanupPolicy.describe(seconds: 30 * 86_400) == "30 days")
@@ -351,40 +362,6 @@ import Testing
         #expect(CleanupPolicy.describe(seconds: 14 * 86_400) == "2 weeks")
         #expect(CleanupPolicy.describe(seconds: 90) == "90 seconds")
         #expect(CleanupPolicy.describe(seconds: 0) == "0 seconds")
-    }
-
-    @Test func progressIsDrawnOnATerminalAtMostTenTimesASecond() {
-        let written = Box<[String]>([])
-        let time = Box<Duration>(.zero)
-        let progress = ProgressLine(isTerminal: true, clock: { time.value }, write: { written.value.append($0) })
-        for _ in 0..<100_000 {
-            time.value += .microseconds(10)  // a second in all
-            progress.tick()
-        }
-        #expect(written.value.count == 10)
-        #expect(written.value.first == "\rinbox: cleaning… 10,000 entries checked")
-        #expect(written.value.last == "\rinbox: cleaning… 100,000 entries checked")
-        progress.clear()
-        #expect(written.value.last == "\r\u{1B}[K")
-
-        let quiet = Box<[String]>([])
-        let elsewhere = ProgressLine(isTerminal: false, clock: { time.value }, write: { quiet.value.append($0) })
-        for _ in 0..<100_000 {
-            time.value += .microseconds(10)
-            elsewhere.tick()
-        }
-        elsewhere.clear()
-        #expect(quiet.value.isEmpty)
-        #expect(elsewhere.checked == 100_000)
-    }
-
-    @Test func aShortCleanDrawsNothing() {
-        let written = Box<[String]>([])
-        let progress = ProgressLine(
-            isTerminal: true, clock: { .milliseconds(5) }, write: { written.value.append($0) })
-        for _ in 0..<1000 { progress.tick() }
-        progress.clear()
-        #expect(written.value.isEmpty)
     }
 
     // MARK: - Helpers
@@ -490,10 +467,4 @@ final class HeldWatcherLock {
     }
 
     deinit { close(fd) }
-}
-
-/// A value the test's closures share.
-final class Box<Value> {
-    var value: Value
-    init(_ value: Value) { self.value = value }
 }
