@@ -88,9 +88,10 @@ extension FileStatus {
 /// renamed goes back first.
 package func checkedRename(
     _ name: FileName, in folder: CInt, into target: CInt, as newName: FileName? = nil, naming: ClashNaming,
-    expected: FileID
+    expected: FileID, through privateName: FileName? = nil
 ) throws(Errno) -> FileName? {
-    try checkedRenameWithStatus(name, in: folder, into: target, as: newName, naming: naming, expected: expected)?.name
+    try checkedRenameWithStatus(
+        name, in: folder, into: target, as: newName, naming: naming, expected: expected, through: privateName)?.name
 }
 
 /// `checkedRename`, returning with the name the status the check read there (the file decided on, just after its
@@ -157,33 +158,5 @@ package func putBack(_ current: FileName, from source: CInt, into folder: CInt, 
             guard try fileStatusIfPresent(in: folder, candidate) == nil else { throw Errno.fileExists }
             try system_renameat2(source, current, folder, candidate, [])
         }
-    }
-}
-
-extension FileDescriptor {
-    /// `checkedRename` of `name` in this folder (through `privateName`: `checkedRenameWithStatus`).
-    package func checkedRename(
-        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus,
-        through privateName: FileName? = nil
-    ) throws(Errno) -> FileName? {
-        try AppContainer.checkedRenameWithStatus(
-            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID,
-            through: privateName)?.name
-    }
-
-    /// `checkedRenameWithStatus` of `name` in this folder.
-    package func checkedRenameWithStatus(
-        _ name: FileName, into target: CInt, as newName: FileName? = nil, naming: ClashNaming, expected: FileStatus,
-        through privateName: FileName? = nil
-    ) throws(Errno) -> (name: FileName, status: FileStatus)? {
-        try AppContainer.checkedRenameWithStatus(
-            name, in: rawValue, into: target, as: newName, naming: naming, expected: expected.fileID,
-            through: privateName)
-    }
-
-    /// `putBack` into this folder.
-    @discardableResult
-    package func putBack(_ current: FileName, from folder: CInt, as name: FileName) throws(Errno) -> FileName {
-        try AppContainer.putBack(current, from: folder, into: rawValue, as: name)
     }
 }

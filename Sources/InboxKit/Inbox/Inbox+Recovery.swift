@@ -114,7 +114,7 @@ extension Inbox {
                 try Mover.removeFolderStaging(for: claim, in: documents.rawValue)
                 _ = try removeFolderPlaceholders(for: intent.name, in: documents.rawValue, naming: .documents)
                 _ = try removeFolderPlaceholder(in: inboxFolder.rawValue, intent.name)  // an earlier put-back's
-                back = try inboxFolder.putBack(claim, from: inboxFolder.rawValue, as: intent.name)
+                back = try putBack(claim, from: inboxFolder.rawValue, into: inboxFolder.rawValue, as: intent.name)
                 try inboxFolder.sync()
             } catch {
                 throw error.failure("roll back the move of", itemPath(intent.name))
@@ -191,7 +191,7 @@ extension Inbox {
             if status.kind == .directory {
                 _ = try removeFolderPlaceholders(for: intent.name, in: documents.rawValue, naming: .documents)
             }
-            back = try inboxFolder.putBack(privateName, from: inboxFolder.rawValue, as: intent.name)
+            back = try putBack(privateName, from: inboxFolder.rawValue, into: inboxFolder.rawValue, as: intent.name)
             try inboxFolder.sync()
         } catch {
             throw error.failure("roll back the move of", itemPath(intent.name))

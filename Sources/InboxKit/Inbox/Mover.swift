@@ -32,8 +32,9 @@ package struct Mover {
             // Where rename flags are refused, an item goes through a private name its durable record gives
             // (ARCHITECTURE.md, "Moves without rename flags"): the intent's, or the watcher's `arrived` record's.
             let through = intent?.privateName ?? Self.privateName(inode: expected.inode)
-            let moved = try inboxFolder.descriptor.checkedRenameWithStatus(
-                name, into: documents.rawValue, naming: .documents, expected: expected, through: through)
+            let moved = try checkedRenameWithStatus(
+                name, in: inboxFolder.rawValue, into: documents.rawValue, naming: .documents, expected: expected.fileID,
+                through: through)
             return moved.map { Moved(name: $0.name, copyIntent: nil, status: $0.status) }
         } catch .crossDevice where expected.kind == .regular {
             return try copy(name, expected: expected, intent: intent)
@@ -57,14 +58,15 @@ package struct Mover {
         if expected.kind != .directory, RenameFlagSupport.mayRefuse(folder.rawValue) {
             aside = try asideByPlainRename(name, expected: expected)
         } else {
-            aside = try folder.descriptor.checkedRename(
-                name, into: folder.rawValue, as: Self.deletingName(for: name), naming: .inbox, expected: expected)
+            aside = try checkedRename(
+                name, in: folder.rawValue, into: folder.rawValue, as: Self.deletingName(for: name), naming: .inbox,
+                expected: expected.fileID)
         }
         guard let aside else { return false }
         do {
             try system_unlinkat(folder.rawValue, aside, removeDirectory: expected.kind == .directory)
         } catch {
-            try folder.descriptor.putBack(aside, from: folder.rawValue, as: name)
+            try putBack(aside, from: folder.rawValue, into: folder.rawValue, as: name)
             throw error
         }
         return true
@@ -85,11 +87,11 @@ package struct Mover {
         do {
             status = try fileStatus(in: folder, aside, fresh: true)
         } catch {
-            try inboxFolder.descriptor.putBack(aside, from: folder, as: name)
+            try putBack(aside, from: folder, into: inboxFolder.rawValue, as: name)
             throw error
         }
         guard status.fileID == expected.fileID else {
-            try inboxFolder.descriptor.putBack(aside, from: folder, as: name)
+            try putBack(aside, from: folder, into: inboxFolder.rawValue, as: name)
             return nil
         }
         return aside
@@ -126,7 +128,7 @@ package struct Mover {
                 // A folder's, cut between the `mkdir` of its aside name and the `rename` onto it: the item still has
                 // its name, and the empty placeholder goes.
                 if try removeFolderPlaceholder(in: inboxFolder.rawValue, name) { continue }
-                try inboxFolder.descriptor.putBack(name, from: inboxFolder.rawValue, as: original)
+                try putBack(name, from: inboxFolder.rawValue, into: inboxFolder.rawValue, as: original)
             } catch {
                 failures.append((original, error))
             }
@@ -252,8 +254,8 @@ package struct Mover {
         do {
             // A file's claim is its private name where rename flags are refused (ARCHITECTURE.md, "Moves without
             // rename flags"): a plain `rename`, never a `link` and `unlink` of the Inbox name.
-            claimed = try inboxFolder.descriptor.checkedRename(
-                name, into: folder, as: claim, naming: .inbox, expected: expected,
+            claimed = try checkedRename(
+                name, in: inboxFolder.rawValue, into: folder, as: claim, naming: .inbox, expected: expected.fileID,
                 through: expected.kind == .directory ? nil : claim)
         } catch {
             if intent == nil { try journal.end(record) }
@@ -281,7 +283,7 @@ package struct Mover {
         } catch {
             // Undo: the copy goes, the claim gets its name back (or a free one): the item stays in the Inbox. If
             // the undo fails too, the intent stays and the next move or watcher start settles it.
-            try inboxFolder.descriptor.putBack(claim, from: folder, as: name)
+            try putBack(claim, from: folder, into: inboxFolder.rawValue, as: name)
             if intent == nil { try journal.end(record) }
             throw error
         }

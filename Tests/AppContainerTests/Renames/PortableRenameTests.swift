@@ -61,12 +61,15 @@ import Testing
         let folder = try FileDescriptor(folder: mount.mountPoint)
         try makeFile(mount.mountPoint + "/item", [1])
         #expect(link(mount.mountPoint + "/item", mount.mountPoint + "/.aside") == 0)
-        #expect(try folder.putBack(name(".aside"), from: folder.rawValue, as: name("item")) == name("item"))
+        #expect(
+            try putBack(name(".aside"), from: folder.rawValue, into: folder.rawValue, as: name("item")) == name("item"))
         #expect(try FileManager.default.contentsOfDirectory(atPath: mount.backing) == ["item"])
         #expect(try status(mount.backing + "/item").linkCount == 1)
         // An aside that is another file still goes beside the name.
         try makeFile(mount.mountPoint + "/.other", [2])
-        #expect(try folder.putBack(name(".other"), from: folder.rawValue, as: name("item")) == name("item-1"))
+        #expect(
+            try putBack(name(".other"), from: folder.rawValue, into: folder.rawValue, as: name("item"))
+                == name("item-1"))
         #expect(try readFile(mount.mountPoint + "/item") == [1] && readFile(mount.mountPoint + "/item-1") == [2])
     }
 

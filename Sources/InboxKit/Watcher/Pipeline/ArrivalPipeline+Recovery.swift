@@ -209,12 +209,12 @@ extension ArrivalPipeline {
             guard try inbox.find(id, in: documents.descriptor, near: name, index: looks?.documents) == nil else {
                 return name
             }
-            let back = try inboxFolder.descriptor.putBack(privateName, from: inboxFolder.rawValue, as: name)
+            let back = try putBack(privateName, from: inboxFolder.rawValue, into: inboxFolder.rawValue, as: name)
             try inboxFolder.sync()
             looks?.inbox.removeAll()  // what was read of the Inbox's names may be so no longer
             return back
         }
-        try inboxFolder.descriptor.putBack(privateName, from: inboxFolder.rawValue, as: name)
+        try putBack(privateName, from: inboxFolder.rawValue, into: inboxFolder.rawValue, as: name)
         try inboxFolder.sync()
         looks?.inbox.removeAll()
         fail(during: "move", name, Errno.staleFile, folder: loggedInbox, to: &records)

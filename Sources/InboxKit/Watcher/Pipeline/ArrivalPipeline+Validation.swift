@@ -202,7 +202,7 @@ extension ArrivalPipeline {
         // file took the name meanwhile, which goes back beside it.
         let old = try fileStatusIfPresent(in: folder, staging)
         if let old, !old.isSameFile(as: status) {
-            try inboxFolder.descriptor.putBack(staging, from: folder, as: name)
+            try putBack(staging, from: folder, into: inboxFolder.rawValue, as: name)
         } else if old != nil {
             try system_unlinkat(folder, staging)
         }
