@@ -87,7 +87,8 @@ test: deps
 	Tests/host-unchanged $(SWIFT) test $(STRICT) --skip SystemTests
 
 # One room's tests, the fast loop while working in one part of the code: ROOM is a folder under Tests/, as
-# Sources/ has it (make test-fast ROOM=InboxFormatsTests/LMTP). Its suites and test classes, found by name, run alone.
+# Sources/ has it (make test-fast ROOM=InboxFormatsTests/LMTP). Its suites and test classes, found by name, run alone;
+# its `.long` tests only with INBOX_LONG_TESTS=1.
 test-fast: deps
 	@[ -n "$(ROOM)" ] && [ -d "Tests/$(ROOM)" ] || { echo "make test-fast ROOM=<a folder under Tests/>" >&2; exit 64; }
 	@suites=$$(grep -rhoE '^(@Suite[^)]*\)? *)?(final )?(struct|class) [A-Za-z0-9_]+' Tests/$(ROOM) --include=*.swift \
@@ -100,9 +101,16 @@ test-fast: deps
 # the network and FUSE filesystems mounted over them, and the package (make deb) installed in a clean Debian 12
 # tree booted under its own systemd (Tests/SystemTests/BootedTree.swift), where the units and the mail tests with
 # Postfix run. As root; each says in one line why it skipped otherwise. A tree a killed run left booted is stopped.
+# With them, the tests marked `.long` (Tests/TestSupport/LongTests.swift), which make test skips: each mark's test
+# or suite is picked out by the name that follows it.
 test-system: deps deb
-	Tests/host-unchanged env INBOX_DEB="$$(ls .build/inbox_*_$$(dpkg-architecture -qDEB_HOST_ARCH).deb)" \
-		$(SWIFT) test $(STRICT) --filter SystemTests
+	@long=$$(awk '/@(Test|Suite)\(\.long/ { want = 1 } \
+		want && match($$0, /(func|struct|class) [A-Za-z0-9_]+/) { s = substr($$0, RSTART, RLENGTH); \
+		sub(/.* /, "", s); print s; want = 0 }' $$(find Tests -name '*.swift') | sort -u | paste -sd'|'); \
+	[ -n "$$long" ] || { echo "no .long tests found in Tests/" >&2; exit 66; }; \
+	Tests/host-unchanged env INBOX_LONG_TESTS=1 \
+		INBOX_DEB="$$(ls .build/inbox_*_$$(dpkg-architecture -qDEB_HOST_ARCH).deb)" \
+		$(SWIFT) test $(STRICT) --filter "^SystemTests\.|[./]($$long)[/(]"
 
 # The demo prints how to run the binary again; the command itself is not echoed, nor show-bin-path's warnings.
 demo: build

@@ -10,7 +10,7 @@ final class WatchSession {
     let watcher: Watcher
     private let pipeline: ArrivalPipeline
     private var lock: WatcherLock?
-    private let setup: BackgroundSetup?
+    private var setup: BackgroundSetup?
     private var events: InboxEvents?
     private var cleanup: BackgroundCleanup.Job?
     private let started = ContinuousClock.now
@@ -21,8 +21,6 @@ final class WatchSession {
     /// once its folders are watched; at the first turn after the hub has watched them for a pooled one.
     private var announced = false
     private var released = false
-    /// Whether the pipeline's `group.syncer` is this session's own, stopped with it.
-    private var ownsSyncer = false
     /// The scan asked for last gave way: the next runs to its end if items are kept in the Inbox (a scan starts over
     /// from the folder's first entry, and those are still there: giving way every time would never get past them).
     private var scanGaveWay = false
@@ -63,40 +61,24 @@ final class WatchSession {
         let lock = try WatcherLock(container: inbox.container)
         self.lock = lock
         watcher.lock.withLock { $0 = lock }
-        for unlogged in inbox.recoverInterruptedMoves(report: { watcher.report($0.message) }) {
-            watcher.report(unlogged.message)
-        }
-        // Before the start-up scan, so an import's `delivered` record comes before the file's `arrived`.
-        if let unlogged = inbox.repairInterruptedImportsLogging() { watcher.report(unlogged.message) }
         Watcher.ignoreLeaseBreakSignal()
         nextRescan = .now + options.rescanInterval
-        pipeline = try ArrivalPipeline(
-            inbox: inbox, options: options, handler: watcher.handler, wake: { [queue = watcher.queue] in queue.poke() })
-        // A move or deletion on arrival takes a thread that prepares the next batch meanwhile: on a thread of the
-        // session's own only (a pool's threads serve other containers), and never for a handler, whose answers
-        // come between the batches, nor for keep, which has no phase 2 to overlap.
-        if start == .blocking, pipeline.handlerName == nil, options.onArrival != .keep {
-            do {
-                pipeline.prepareAhead = try SideThread(name: "inbox-prepare")
-            } catch {
-                watcher.report("preparing every batch on the watcher's thread: no second thread (\(error))")
-            }
+        let threads = ArrivalPipeline.Threads.forWatcher(
+            blocking: start == .blocking, options: options, handler: watcher.handler, poolSyncer: syncer,
+            report: { watcher.report($0) })
+        do {
+            pipeline = try ArrivalPipeline(
+                inbox: inbox, options: options, handler: watcher.handler, threads: threads,
+                wake: { [queue = watcher.queue] in queue.poke() })
+        } catch {
+            threads.stop()
+            watcher.lock.withLock { $0 = nil }
+            throw error
         }
-        // And one that fsyncs the folders of a batch's moves while the next batch goes on, wherever moves may come.
-        if start == .blocking, pipeline.handlerName != nil || options.onArrival != .keep {
-            do {
-                pipeline.group.syncer = try FolderSyncer(name: "inbox-sync", linger: GroupCommit.syncDelay)
-                ownsSyncer = true
-            } catch {
-                watcher.report("fsyncing the folders on the watcher's thread: no other thread (\(error))")
-            }
-        } else if start == .pooled {
-            pipeline.group.syncer = syncer
-        }
-        // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
-        setup = BackgroundSetup.start(inbox, report: { [watcher] in watcher.report($0) })
         do throws(ContainerError) {
-            try pipeline.recoverInterruptedBatch()
+            try recoverAtStart()
+            // One-time setup runs beside the watcher; `--once` waits for it, a stop interrupts it.
+            setup = BackgroundSetup.start(inbox, report: { [watcher] in watcher.report($0) })
             // `once` reads the folder and never inotify.
             if !options.once {
                 let subscription = InboxEvents(
@@ -125,6 +107,18 @@ final class WatchSession {
             release()
             throw error
         }
+    }
+
+    /// What a crash or a failure left unfinished, settled before the start-up scan, in this order (ARCHITECTURE.md,
+    /// "How an arrival flows"): an `inbox move` cut short (its journal), then an import's placing (its `delivered`
+    /// record before the file's `arrived`), then the watcher's own last batch (the checkpoint and the log since).
+    private func recoverAtStart() throws(ContainerError) {
+        let inbox = watcher.inbox
+        for unlogged in inbox.recoverInterruptedMoves(report: { [watcher] in watcher.report($0.message) }) {
+            watcher.report(unlogged.message)
+        }
+        if let unlogged = inbox.repairInterruptedImportsLogging() { watcher.report(unlogged.message) }
+        try pipeline.recoverInterruptedBatch()
     }
 
     /// Logs `watch-started` (once the Inbox is watched, before the start-up scan, so that nothing
@@ -162,7 +156,7 @@ final class WatchSession {
     /// it cannot read it.
     private func pollInbox(_ poll: InboxPoll) -> [FileName] {
         do {
-            return try poll.poll(pipeline.inboxFolder.descriptor, arrived: pipeline.arrived)
+            return try pipeline.poll(poll)
         } catch {
             watcher.queue.requestRescan("poll")
             if error != Errno(rawValue: ESTALE) { watcher.report("cannot poll the Inbox: \(error); rescanning it") }
@@ -208,7 +202,7 @@ final class WatchSession {
 
     /// The next retry, periodic scan or fsync due.
     private var dueBesidesPoll: ContinuousClock.Instant {
-        min(nextRescan, pipeline.nextRetry ?? nextRescan, pipeline.group.syncDue ?? nextRescan)
+        min(nextRescan, pipeline.nextRetry ?? nextRescan, pipeline.syncDue ?? nextRescan)
     }
 
     /// One turn: up to a batch of the names queued, the retries due, then a scan when one is asked for or due.
@@ -231,7 +225,7 @@ final class WatchSession {
             // A polled Inbox unchanged and nothing else due or awaited (the syncer's answers, a stop): the turn costs
             // the poll alone (ARCHITECTURE.md, "Network and FUSE filesystems").
             if polled.isEmpty, announced, !watcher.options.once, !watcher.queue.hasWork, !watcher.queue.isStopped,
-                pipeline.group.waitingForSyncer == 0, ContinuousClock.now < dueBesidesPoll
+                pipeline.waitingForSyncer == 0, ContinuousClock.now < dueBesidesPoll
             {
                 return true
             }
@@ -243,16 +237,16 @@ final class WatchSession {
         let queue = watcher.queue
         let options = watcher.options
         // The folders of the last batch's moves are fsynced by now: its records are appended.
-        try pipeline.group.finish(waiting: false)
+        try pipeline.takeSyncerAnswers()
         // Nothing came in time to share the fsync of the `moved` records: they are made durable on their own.
-        if let due = pipeline.group.syncDue, ContinuousClock.now >= due { try syncAndSettle() }
+        if let due = pipeline.syncDue, ContinuousClock.now >= due { try syncAndSettle() }
         var batch = queue.take(limit: options.maxBatch)
         batch.names += try pipeline.dueRetries()
         batch.names += polled
         let reason = try handleQueued(batch) ?? (ContinuousClock.now >= nextRescan ? "periodic" : nil)
         if let reason, !queue.isStopped {
             var gaveWay = false
-            let mayGiveWay = !scanGaveWay || pipeline.arrived.isEmpty
+            let mayGiveWay = !scanGaveWay || !pipeline.keepsArrivals
             try pipeline.scan(
                 reason: reason,
                 stop: {
@@ -288,7 +282,7 @@ final class WatchSession {
         if queue.isStopped { return false }
         // `once`: done when the Inbox has been read, but for files still being written (a few seconds at most).
         if options.once && !queue.hasWork
-            && (pipeline.busy.isEmpty && poll?.isSettling != true
+            && (!pipeline.waitsForWriters && poll?.isSettling != true
                 || ContinuousClock.now > started + Watcher.onceWaitForWriters)
         {
             return false
@@ -332,9 +326,7 @@ final class WatchSession {
         released = true
         events?.stop()
         events = nil
-        pipeline.prepareAhead?.stop()
-        pipeline.prepareAhead = nil
-        pipeline.group.letGoOfSyncer(stopping: ownsSyncer)
+        pipeline.stopThreads()
         watcher.finishArrivals()
         cleanup?.finish(waiting: false)
         setup?.finish(waiting: false)
@@ -353,7 +345,7 @@ final class WatchSession {
         var rounds = 0
         while !queue.isStopped {
             if names.isEmpty {
-                guard pipeline.prepareAhead != nil, rounds < Self.overlappedBatches else { break }
+                guard pipeline.overlapsBatches, rounds < Self.overlappedBatches else { break }
                 let next = queue.take(limit: maxBatch)
                 try logOverflows(next.overflows)
                 rescan = rescan ?? next.rescan
@@ -419,13 +411,13 @@ final class WatchSession {
 
     /// Makes the records written without an fsync durable, and settles what waited for it.
     private func syncAndSettle() throws(ContainerError) {
-        try pipeline.group.sync()
+        try pipeline.syncRecords()
         settle()
     }
 
     /// Hands the arrivals whose records are durable to `onSettled` and the `arrivals` stream.
     private func settle() {
-        let arrivals = pipeline.group.takeSettled()
+        let arrivals = pipeline.takeSettled()
         guard !arrivals.isEmpty else { return }
         if let onSettled = watcher.options.onSettled, !onSettled(arrivals) { watcher.stop() }
         watcher.deliver(arrivals)

@@ -15,7 +15,7 @@ final class GroupCommit {
 
     let log: EventLog
     /// Where a batch's folders are fsynced and its records appended, beside this thread; nil: on this thread.
-    var syncer: FolderSyncer?
+    private(set) var syncer: FolderSyncer?
     /// The seq of the last record written, for the checkpoint.
     var lastSeq: UInt64 = 0
     /// The seq of the last record made durable, and of the last written without an fsync (`syncDue`).
@@ -42,10 +42,11 @@ final class GroupCommit {
     private let report: (String) -> Void
 
     init(
-        log: EventLog, journal: MoveJournal, settlesArrivals: Bool, wake: @escaping @Sendable () -> Void,
-        report: @escaping (String) -> Void
+        log: EventLog, journal: MoveJournal, syncer: FolderSyncer? = nil, settlesArrivals: Bool,
+        wake: @escaping @Sendable () -> Void, report: @escaping (String) -> Void
     ) {
         self.log = log
+        self.syncer = syncer
         self.journal = journal
         self.settlesArrivals = settlesArrivals
         self.wake = wake

@@ -25,9 +25,8 @@ import Testing
             inbox = SharedDescriptor(try scratch.container.openFolder(.inbox))
             let reports = reports
             group = GroupCommit(
-                log: scratch.inbox.log, journal: MoveJournal(container: scratch.container), settlesArrivals: true,
-                wake: {}, report: { line in reports.update { $0.append(line) } })
-            group.syncer = syncer
+                log: scratch.inbox.log, journal: MoveJournal(container: scratch.container), syncer: syncer,
+                settlesArrivals: true, wake: {}, report: { line in reports.update { $0.append(line) } })
             // The log's file made and fsynced with its folder once, so that each test counts only its own fsyncs.
             try group.append(Self.records("start"), durable: true)
         }

@@ -113,8 +113,7 @@ import Testing
         var options = WatchOptions()
         options.onArrival = .move
         options.cleanInterval = nil
-        let pipeline = try ArrivalPipeline(inbox: scratch.inbox, options: options, handler: nil, wake: {})
-        pipeline.prepareAhead = try SideThread(name: "test-prepare")
-        return pipeline
+        let threads = ArrivalPipeline.Threads(prepareAhead: try SideThread(name: "test-prepare"))
+        return try ArrivalPipeline(inbox: scratch.inbox, options: options, handler: nil, threads: threads, wake: {})
     }
 }
