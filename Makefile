@@ -104,7 +104,7 @@ test-fast: deps
 # With them, the tests marked `.long` (Tests/TestSupport/LongTests.swift), which make test skips: each mark's test
 # or suite is picked out by the name that follows it.
 test-system: deps deb
-	@long=$$(awk '/@(Test|Suite)\(\.long/ { want = 1 } \
+	@long=$$(awk 'FNR == 1 { want = 0 } /^[[:space:]]*\/\// { next } /@(Test|Suite)\(\.long/ { want = 1 } \
 		want && match($$0, /(func|struct|class) [A-Za-z0-9_]+/) { s = substr($$0, RSTART, RLENGTH); \
 		sub(/.* /, "", s); print s; want = 0 }' $$(find Tests -name '*.swift') | sort -u | paste -sd'|'); \
 	[ -n "$$long" ] || { echo "no .long tests found in Tests/" >&2; exit 66; }; \

@@ -8,7 +8,7 @@ import Testing
 /// named `inbox` to this repository, each example the `main.swift` as it stands (the inputs a reader's program has,
 /// `containerPath` and the like, in a file beside it), built by SwiftPM and run. The package lies in
 /// `.build/readme-consumer`, so a second run builds only what changed.
-@Suite(.serialized) struct ConsumerPackageTests {
+@Suite(.long, .serialized) struct ConsumerPackageTests {
     static let repository = TestPaths.repository
 
     /// The README's Swift blocks, in order.

@@ -7,7 +7,7 @@ import Testing
 /// `inbox move`, `inbox watch` and `inbox restore` killed (SIGKILL) at every one of their system calls in turn
 /// (`INBOX_CRASH_AT_CALL=N`, debug builds), then started again: nothing lost, nothing twice, and every file
 /// in Documents has exactly one `moved` record (ARCHITECTURE.md, "The log never lies").
-@Suite struct CrashPointTests {
+@Suite(.long) struct CrashPointTests {
     /// Each record of the container's log as `event path [to]`, for a failure's message.
     static func logSummary(_ container: String) -> String {
         logRecords(container).map { record in

@@ -6,7 +6,7 @@ import Testing
 /// The `RENAME_EXCHANGE` uses on a FUSE filesystem (bindfs), which refuses rename flags: bundle install, the
 /// restore switch and the private copy each work there as a journaled two-step rename (ARCHITECTURE.md, "Network
 /// and FUSE filesystems"), and a kill at any call leaves each item there once after the next start.
-@Suite(.serialized) struct FuseExchangeTests {
+@Suite(.long, .serialized) struct FuseExchangeTests {
     /// A bundle folder of two files, in `folder`.
     static func makeBundle(_ folder: Scratch) throws -> String {
         try folder.file("Source.app/Info.plist", "<plist>info</plist>\n")

@@ -8,7 +8,7 @@ import Testing
 /// onto that empty folder (ARCHITECTURE.md, "Network and FUSE filesystems"), by `inbox move` and by the watcher,
 /// killed at each of their `mkdirat` and `renameat2` calls in turn, then started again: Documents holds the folder
 /// once, under its own name, whole, and no empty folder beside it.
-@Suite(.serialized) struct FuseFolderCrashTests {
+@Suite(.long, .serialized) struct FuseFolderCrashTests {
     /// Runs `round(call, name)` at each call of `mkdirat`, then of `renameat2` (`INBOX_CRASH_COUNTING`), until the
     /// command is no longer killed; returns how many rounds were.
     static func everyFallbackCall(_ label: String, _ round: (Int, String) throws -> Bool) throws -> Int {

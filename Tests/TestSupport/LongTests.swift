@@ -8,6 +8,7 @@ import Testing
 /// or type named on the lines just after (the Makefile reads them so).
 extension Trait where Self == ConditionTrait {
     package static var long: Self {
-        .enabled(if: ProcessInfo.processInfo.environment["INBOX_LONG_TESTS"] == "1", "a long test: make test-system runs it")
+        .enabled(
+            if: ProcessInfo.processInfo.environment["INBOX_LONG_TESTS"] == "1", "a long test: make test-system runs it")
     }
 }

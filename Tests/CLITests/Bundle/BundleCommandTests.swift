@@ -188,7 +188,7 @@ import Testing
         #expect(Setup.isDone(container))
     }
 
-    @Test func setupKilledHalfwayRunsAgainAndCompletes() throws {
+    @Test(.long) func setupKilledHalfwayRunsAgainAndCompletes() throws {
         let folder = try Scratch()
         let root = folder.path + "/c"
         let source = try makeBundle(folder, templates: 20_000)

@@ -157,7 +157,7 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: container + "/tmp").isEmpty)
     }
 
-    @Test func aHundredThousandFilesAreCleanedQuietlyWhenNotOnATerminal() throws {
+    @Test(.long) func aHundredThousandFilesAreCleanedQuietlyWhenNotOnATerminal() throws {
         let folder = try Scratch()
         let container = try folder.initContainer()
         let tmp = container + "/tmp"
@@ -174,7 +174,7 @@ import Testing
         #expect(deletedRecordCount(container) == 100_000)
     }
 
-    @Test func aCleanKilledAtAnyMomentLeavesEachFileOrExactlyOneRecord() throws {
+    @Test(.long) func aCleanKilledAtAnyMomentLeavesEachFileOrExactlyOneRecord() throws {
         let folder = try Scratch()
         let container = try folder.initContainer()
         let tmp = container + "/tmp"

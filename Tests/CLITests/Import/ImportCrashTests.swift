@@ -186,7 +186,7 @@ import Testing
     /// Every call of the first message and of the placement phase (from the placing commit to the `delivered`
     /// commit, where a crash leaves placing records), and every 32nd call in between: each call of the batch would
     /// take many minutes, and those between only stage one more attachment, as the first message's calls did.
-    @Test func anImportKilledAtAnyCallDeliversExactlyTheMissingWhenRunAgain() throws {
+    @Test(.long) func anImportKilledAtAnyCallDeliversExactlyTheMissingWhenRunAgain() throws {
         let folder = try Scratch()
         let mbox = try folder.file("mail.mbox", Self.mbox)
         let other = try folder.file("other.eml", Self.other)
@@ -214,7 +214,7 @@ import Testing
     /// On a bindfs mount, where each attachment goes into the Inbox by `link` and `unlink` (ARCHITECTURE.md, "Network
     /// and FUSE filesystems"): killed at every call of the placement phase of two messages, and those before it,
     /// the repair never takes a staging name still on a file in the Inbox for one never placed.
-    @Test func anImportOnAFuseMountKilledAtAnyCallDeliversEachAttachmentOnce() throws {
+    @Test(.long) func anImportOnAFuseMountKilledAtAnyCallDeliversEachAttachmentOnce() throws {
         let mount = try FuseMount()
         let folder = try Scratch()
         let mbox = try folder.file(

@@ -69,7 +69,7 @@ import Testing
 
     /// 500 times: a container is made under the root (renamed in, whole), served (its one file moved), removed
     /// with `rm -rf` and let go. Nothing is left behind, nothing handled twice, one line said per removal.
-    @Test func containersRemovedWhileServedLeaveNothingBehind() throws {
+    @Test(.long) func containersRemovedWhileServedLeaveNothingBehind() throws {
         let folder = try Scratch()
         let root = folder.path + "/apps"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)

@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 /// Backup and restore with each system call failing in turn (issue 8; cleanup and setup: `CleanupSetupFaultTests`).
-@Suite struct BackupRestoreFaultTests {
+@Suite(.long) struct BackupRestoreFaultTests {
     @Test func backup() throws {
         try FaultSweep(
             setup: {

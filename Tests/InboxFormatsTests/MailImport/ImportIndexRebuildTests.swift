@@ -288,7 +288,7 @@ import Testing
             errors: FaultSweep<(Scratch, String)>.errors.filter { ![EACCES, EPERM].contains($0.rawValue) })
     }
 
-    @Test func aRebuildCutShortAtAnyCallLeavesTheIndexToBeRebuiltNextTime() throws {
+    @Test(.long) func aRebuildCutShortAtAnyCallLeavesTheIndexToBeRebuiltNextTime() throws {
         let sweep = FaultSweep<(Scratch, String, [String: [UInt8]])>(
             setup: {
                 let scratch = try Scratch.withInbox()

@@ -185,7 +185,7 @@ import Testing
         try expectEachOnce(scratch, both: true)
     }
 
-    @Test func aFailureAtAnySystemCallLeavesARetryToDeliverExactlyTheMissing() throws {
+    @Test(.long) func aFailureAtAnySystemCallLeavesARetryToDeliverExactlyTheMissing() throws {
         // Two messages in one batch: the first delivered in part before (its placing records left by a crash),
         // the second new.
         let sweep = FaultSweep<(Scratch, Staged, ImportIndex)>(
@@ -362,7 +362,7 @@ import Testing
         #expect(try scratch.inbox.log.records(kinds: [.delivered]).count == 2, "nothing delivered again")
     }
 
-    @Test func aRepairFailingAtAnySystemCallLeavesEachFileOneRecordOnceRetried() throws {
+    @Test(.long) func aRepairFailingAtAnySystemCallLeavesEachFileOneRecordOnceRetried() throws {
         let sweep = FaultSweep<Scratch>(
             setup: {
                 let scratch = try Scratch.withInbox()

@@ -110,7 +110,7 @@ import Testing
             throws: Self.isRefused)
     }
 
-    @Test func aLargeAttachmentStreamsToItsDescriptorInBoundedMemory() throws {
+    @Test(.long) func aLargeAttachmentStreamsToItsDescriptorInBoundedMemory() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let folder = scratch.path
