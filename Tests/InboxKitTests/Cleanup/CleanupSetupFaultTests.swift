@@ -7,7 +7,7 @@ import Testing
 
 /// Cleanup and one-time setup with each system call failing in turn (issue 8; backup and restore:
 /// `BackupRestoreFaultTests`).
-@Suite struct CleanupSetupFaultTests {
+@Suite(.long) struct CleanupSetupFaultTests {
     /// Waits until the clock is 20 ms past the ctime of `path`, so that a file made next arrives later (the ctime
     /// is the kernel's coarse clock, a tick behind).
     static func waitPastArrival(_ path: String) throws {

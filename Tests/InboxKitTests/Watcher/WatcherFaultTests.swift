@@ -57,7 +57,7 @@ import Testing
         }
     }
 
-    @Test func everyCallOfTheWatcherPipeline() throws {
+    @Test(.long) func everyCallOfTheWatcherPipeline() throws {
         try FaultSweep(
             setup: Self.setup,
             operation: { world in try Self.watchOnce(world.scratch.inbox) },

@@ -54,7 +54,7 @@ import Testing
         return world
     }
 
-    @Test(arguments: CrashPoint.allCases)
+    @Test(.long, arguments: CrashPoint.allCases)
     func everyCallOfTheWatchersRestart(_ point: CrashPoint) throws {
         try FaultSweep(
             setup: { try Self.crash(at: point) },

@@ -11,7 +11,7 @@ import Testing
 /// with 75 and one line, and nothing is lost. Each `flock` of the watcher's thread fails in turn (a bindfs mount
 /// stands for the network filesystem): those of the re-check are told by their line.
 @Suite(.serialized) struct WatcherRelockTests {
-    @Test(arguments: [Errno.noLocks, Errno.ioError])
+    @Test(.long, arguments: [Errno.noLocks, Errno.ioError])
     func aFailedRecheckStopsTheWatcherWith75(_ error: Errno) throws {
         let mount = try FuseMount()
         var rechecks = 0
