@@ -101,16 +101,16 @@ test-fast: deps
 # the network and FUSE filesystems mounted over them, and the package (make deb) installed in a clean Debian 12
 # tree booted under its own systemd (Tests/SystemTests/BootedTree.swift), where the units and the mail tests with
 # Postfix run. As root; each says in one line why it skipped otherwise. A tree a killed run left booted is stopped.
-# With them, the tests marked `.long` (Tests/TestSupport/LongTests.swift), which make test skips: each mark's test
-# or suite is picked out by the name that follows it.
+# Then, on their own (they load the machine), the tests marked `.long` (Tests/TestSupport/LongTests.swift), which
+# make test skips: each mark's test or suite is picked out by the name that follows it.
 test-system: deps deb
 	@long=$$(awk 'FNR == 1 { want = 0 } /^[[:space:]]*\/\// { next } /@(Test|Suite)\(\.long/ { want = 1 } \
 		want && match($$0, /(func|struct|class) [A-Za-z0-9_]+/) { s = substr($$0, RSTART, RLENGTH); \
 		sub(/.* /, "", s); print s; want = 0 }' $$(find Tests -name '*.swift') | sort -u | paste -sd'|'); \
 	[ -n "$$long" ] || { echo "no .long tests found in Tests/" >&2; exit 66; }; \
-	Tests/host-unchanged env INBOX_LONG_TESTS=1 \
-		INBOX_DEB="$$(ls .build/inbox_*_$$(dpkg-architecture -qDEB_HOST_ARCH).deb)" \
-		$(SWIFT) test $(STRICT) --filter "^SystemTests\.|[./]($$long)[/(]"
+	Tests/host-unchanged env INBOX_DEB="$$(ls .build/inbox_*_$$(dpkg-architecture -qDEB_HOST_ARCH).deb)" \
+		$(SWIFT) test $(STRICT) --filter '^SystemTests\.' && \
+	Tests/host-unchanged env INBOX_LONG_TESTS=1 $(SWIFT) test $(STRICT) --filter "[./]($$long)[/(]"
 
 # The demo prints how to run the binary again; the command itself is not echoed, nor show-bin-path's warnings.
 demo: build
