@@ -2,7 +2,7 @@ import AppContainer
 import Glibc
 
 /// Opening the import index (ARCHITECTURE.md, "Mail import", "The index is a cache of the log"). A sound index is
-/// opened at once. Otherwise, under `import.lock`: an index of ours from before the schema stamp is stamped; a
+/// opened at once. Otherwise, under `import.lock`: an index of ours of an earlier schema is brought up to date; a
 /// damaged (not a database, truncated, corrupt), foreign (a database whose schema is not ours) or unreadable (not a
 /// regular file, its open refused) one is set aside as `import.sqlite.damaged-<time>` with its `-wal` and `-shm`,
 /// logged `error`, and rebuilt from the event log (`ImportIndex+Rebuild.swift`); a missing one is built from the
@@ -13,7 +13,8 @@ extension ImportIndex {
 
     /// `inbx`: the `application_id` that says a database is an import index.
     static let applicationID: Int64 = 0x696E_6278
-    static let schemaVersion: Int64 = 1
+    /// 1: `messages.source`; 2: `parts.not_expanded`. An index of before 1 has neither, and no stamp.
+    static let schemaVersion: Int64 = 2
     static let schema = """
         CREATE TABLE messages(
             key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, complete INTEGER NOT NULL,
@@ -21,21 +22,25 @@ extension ImportIndex {
         ) WITHOUT ROWID;
         CREATE TABLE parts(
             key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL,
-            staging BLOB, device INTEGER, inode INTEGER, name BLOB,
+            staging BLOB, device INTEGER, inode INTEGER, name BLOB, not_expanded TEXT,
             PRIMARY KEY(key, ordinal)
         ) WITHOUT ROWID;
         PRAGMA application_id = \(applicationID);
         PRAGMA user_version = \(schemaVersion);
         """
     static let messagesColumns = ["key", "message_id", "attachments", "complete", "source"]
-    static let partsColumns = ["key", "ordinal", "delivered", "staging", "device", "inode", "name"]
+    static let partsColumns = ["key", "ordinal", "delivered", "staging", "device", "inode", "name", "not_expanded"]
+    /// `upgrades[v]` brings an index of version `v` to the next.
+    private static let upgrades = [
+        "ALTER TABLE messages ADD COLUMN source TEXT;", "ALTER TABLE parts ADD COLUMN not_expanded TEXT;",
+    ]
 
     /// What the index file of a state folder is.
     private enum Health {
         case sound(SQLiteDatabase)
         case missing
-        /// Ours, from before the stamp: no `source` column yet.
-        case unstamped(SQLiteDatabase)
+        /// Ours, of an earlier schema version (0: from before the stamp).
+        case earlier(SQLiteDatabase, version: Int64)
         case damaged(reason: String)
     }
 
@@ -57,11 +62,11 @@ extension ImportIndex {
         switch try health(directory, lockWait) {
         case .sound(let database):
             return database
-        case .unstamped(let database):
+        case .earlier(let database, let version):
             try database.transaction { () throws(ContainerError) in
+                for upgrade in upgrades[Int(version)...] { try database.execute(upgrade) }
                 try database.execute(
                     """
-                    ALTER TABLE messages ADD COLUMN source TEXT;
                     PRAGMA application_id = \(applicationID);
                     PRAGMA user_version = \(schemaVersion);
                     """)
@@ -78,7 +83,7 @@ extension ImportIndex {
         case .damaged(let reason):
             throw ContainerError(
                 .failure, "cannot rebuild the import index '\(shown(directory))/\(fileName)': \(reason)")
-        case .missing, .unstamped:
+        case .missing, .earlier:
             throw ContainerError(.failure, "cannot rebuild the import index '\(shown(directory))/\(fileName)'")
         }
     }
@@ -151,12 +156,18 @@ extension ImportIndex {
         let tables = try texts("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
         let messages = try texts("SELECT name FROM pragma_table_info(?)", [.text("messages")])
         let parts = try texts("SELECT name FROM pragma_table_info(?)", [.text("parts")])
-        if tables == ["messages", "parts"], parts == partsColumns {
-            let stamped = application == applicationID && version == schemaVersion && messages == messagesColumns
-            let unstamped = application == 0 && version == 0 && messages == Array(messagesColumns.dropLast())
-            // Only the header and the schema are read: damage deeper in is found where a lookup or a commit
-            // meets it (`ImportIndex.recovering`), not by reading every page at every open, O(history).
-            if stamped || unstamped { return stamped ? .sound(database) : .unstamped(database) }
+        // The columns of each version: each added its column last.
+        let columnsOf: [Int64: (messages: [String], parts: [String])] = [
+            0: (Array(messagesColumns.dropLast()), Array(partsColumns.dropLast())),
+            1: (messagesColumns, Array(partsColumns.dropLast())),
+            schemaVersion: (messagesColumns, partsColumns),
+        ]
+        // Only the header and the schema are read: damage deeper in is found where a lookup or a commit meets it
+        // (`ImportIndex.recovering`), not by reading every page at every open, O(history).
+        if tables == ["messages", "parts"], application == (version == 0 ? 0 : applicationID),
+            let columns = columnsOf[version], messages == columns.messages, parts == columns.parts
+        {
+            return version == schemaVersion ? .sound(database) : .earlier(database, version: version)
         }
         let held = tables.isEmpty ? "no tables" : "tables " + tables.joined(separator: ", ")
         return .damaged(

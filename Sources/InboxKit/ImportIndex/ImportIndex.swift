@@ -265,9 +265,11 @@ package final class ImportIndex {
     }
 
     /// Records, durably and in one commit, that these staged files (of one message or several, each described in
-    /// `messages`) are about to be renamed into the Inbox.
+    /// `messages`) are about to be renamed into the Inbox; for a winmail.dat delivered as it is, why
+    /// (`notExpanded`), which a `delivered` record written by a repair carries too.
     package func markPlacing(
-        _ parts: [(key: [UInt8], ordinal: Int, staged: StagedDelivery)], of messages: [PendingMessage]
+        _ parts: [(key: [UInt8], ordinal: Int, staged: StagedDelivery, notExpanded: String?)],
+        of messages: [PendingMessage]
     ) throws(ContainerError) {
         try recovering { database throws(ContainerError) in
             guard !parts.isEmpty else { return }
@@ -283,13 +285,16 @@ package final class ImportIndex {
                             .integer(Int64(message.count)), .blob(message.source),
                         ])
                 }
-                for (key, ordinal, file) in parts {
+                for (key, ordinal, file, notExpanded) in parts {
                     try database.query(
-                        "INSERT OR REPLACE INTO parts(key, ordinal, delivered, staging, device, inode) VALUES (?, ?, 0, ?, ?, ?)",
+                        """
+                        INSERT OR REPLACE INTO parts(key, ordinal, delivered, staging, device, inode, not_expanded)
+                        VALUES (?, ?, 0, ?, ?, ?, ?)
+                        """,
                         [
                             .blob(key), .integer(Int64(ordinal)), .blob(file.staging.bytes),
                             .integer(Int64(bitPattern: file.status.device)),
-                            .integer(Int64(bitPattern: file.status.inode)),
+                            .integer(Int64(bitPattern: file.status.inode)), notExpanded.map { .text($0) } ?? .null,
                         ])
                 }
             }
@@ -318,6 +323,8 @@ package final class ImportIndex {
         package let staging: FileName
         package let device: UInt64
         package let inode: UInt64
+        /// Why a winmail.dat is delivered as it is, as `markPlacing` recorded it.
+        package let notExpanded: String?
 
         /// The staged file's place, as recorded.
         package var fileID: FileID { FileID(device: device, inode: inode) }
@@ -327,12 +334,15 @@ package final class ImportIndex {
     package func placingParts() throws(ContainerError) -> [PlacingPart] {
         try recovering { database throws(ContainerError) in
             var parts: [PlacingPart] = []
-            try database.query("SELECT key, ordinal, staging, device, inode FROM parts WHERE delivered = 0") { row in
+            try database.query(
+                "SELECT key, ordinal, staging, device, inode, not_expanded FROM parts WHERE delivered = 0"
+            ) { row in
                 guard let staging = FileName(bytes: row.blob(2)) else { return }
                 parts.append(
                     PlacingPart(
                         key: row.blob(0), ordinal: Int(row.integer(1)), staging: staging,
-                        device: UInt64(bitPattern: row.integer(3)), inode: UInt64(bitPattern: row.integer(4))))
+                        device: UInt64(bitPattern: row.integer(3)), inode: UInt64(bitPattern: row.integer(4)),
+                        notExpanded: row.isNull(5) ? nil : String(decoding: row.blob(5), as: UTF8.self)))
             }
             return parts
         }

@@ -80,7 +80,11 @@ extension ImportLedger {
                 do throws(ContainerError) {
                     try index.markPlacing(
                         toPlace.map {
-                            (messages[$0.message].key, $0.ordinal, messages[$0.message].attachments[$0.ordinal])
+                            let message = messages[$0.message]
+                            return (
+                                message.key, $0.ordinal, message.attachments[$0.ordinal],
+                                message.notExpanded[$0.ordinal]
+                            )
                         },
                         of: Set(toPlace.map(\.message)).sorted().map { messages[$0] }.map {
                             ImportIndex.PendingMessage(

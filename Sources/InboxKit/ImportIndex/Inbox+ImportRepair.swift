@@ -185,13 +185,16 @@ extension Inbox {
         } catch {
             throw ContainerError(.failure, "cannot read '\(itemPath(name))': \(error)")
         }
-        return Event(
+        var event = Event(
             .delivered,
             [
                 "path": .path(loggedPath(.inbox, name)), "size": .int(status.size),
                 "sha256": .string(SHA256Digest.hex(sha256)), "message_sha256": .string(SHA256Digest.hex(part.key)),
-                "ordinal": .int(Int64(part.ordinal)), "recovered": .bool(true), "id": .string(Identity(status).text),
+                "ordinal": .int(Int64(part.ordinal)),
             ])
+        if let why = part.notExpanded { event.fields.append(("not_expanded", .string(why))) }
+        event.fields += [("recovered", .bool(true)), ("id", .string(Identity(status).text))]
+        return event
     }
 
     /// The record of an attachment renamed into the Inbox by a crashed import and gone from it since.

@@ -262,6 +262,44 @@ import Testing
             stamp = [row.integer(0), row.integer(1)]
         }
         #expect(stamp == [ImportIndex.applicationID, ImportIndex.schemaVersion])
+        #expect(try columns(index, "messages") == ImportIndex.messagesColumns)
+        #expect(try columns(index, "parts") == ImportIndex.partsColumns)
+    }
+
+    @Test func anIndexOfVersionOneIsKeptAndGainsTheColumnOfTwo() throws {
+        let scratch = try Scratch.withInbox()
+        defer { scratch.remove() }
+        let made = try python(
+            """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1])
+            db.execute("CREATE TABLE messages(key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, "
+                       "complete INTEGER NOT NULL, source TEXT) WITHOUT ROWID")
+            db.execute("CREATE TABLE parts(key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL, "
+                       "staging BLOB, device INTEGER, inode INTEGER, name BLOB, PRIMARY KEY(key, ordinal)) WITHOUT ROWID")
+            db.execute("INSERT INTO parts VALUES (?, 0, 0, ?, 1, 2, NULL)", (bytes([0x5A] * 32), b".inbox-import.1"))
+            db.execute("PRAGMA application_id = 1768841848")
+            db.execute("PRAGMA user_version = 1")
+            db.commit()
+            """, ImportIndex.path(scratch.container))
+        #expect(made == 0)
+
+        let index = try ImportIndex(container: scratch.container)
+
+        #expect(try setAside(scratch).isEmpty)
+        #expect(try columns(index, "parts") == ImportIndex.partsColumns)
+        let placing = try index.placingParts()
+        #expect(placing.map(\.inode) == [2], "what it held is kept")
+        #expect(placing.map(\.notExpanded) == [nil])
+    }
+
+    /// The columns of one of the index's tables, in order.
+    private func columns(_ index: ImportIndex, _ table: String) throws -> [String] {
+        var names: [String] = []
+        try index.database.query("SELECT name FROM pragma_table_info(?)", [.text(table)]) { row in
+            names.append(String(decoding: row.blob(0), as: UTF8.self))
+        }
+        return names
     }
 
     @Test func aFailureThatIsNotDamageNeverSetsASoundIndexAside() throws {

@@ -79,9 +79,12 @@ import Testing
     /// Records the staged attachments as placing, as a crash after that commit leaves them.
     /// A crash in the middle of a placement: the message staged and synced, every attachment recorded as placing,
     /// the first `renamed` of them renamed into the Inbox and no record written.
-    private func crashedPlacing(_ scratch: Scratch, renamed: Int) throws -> (crashed: Staged, index: ImportIndex) {
+    private func crashedPlacing(_ scratch: Scratch, renamed: Int, notExpanded: [Int: String] = [:]) throws
+        -> (crashed: Staged, index: ImportIndex)
+    {
         let index = try ImportIndex(container: scratch.container)
-        let crashed = try staged(scratch)
+        var crashed = try staged(scratch)
+        crashed.messages[0].notExpanded = notExpanded
         try crashed.writes.syncAll()
         try markPlacing(index, crashed.message)
         for file in crashed.message.attachments.prefix(renamed) {
@@ -93,7 +96,7 @@ import Testing
     private func markPlacing(_ index: ImportIndex, _ message: StagedMessage, only: Int? = nil) throws {
         try index.markPlacing(
             message.attachments.enumerated().filter { only == nil || $0.offset == only }.map {
-                (message.key, $0.offset, $0.element)
+                (message.key, $0.offset, $0.element, message.notExpanded[$0.offset])
             },
             of: [
                 ImportIndex.PendingMessage(
@@ -360,6 +363,20 @@ import Testing
         #expect(try index.isComplete(Self.key))
         #expect(try importOnce(scratch, index: index).duplicate)
         #expect(try scratch.inbox.log.records(kinds: [.delivered]).count == 2, "nothing delivered again")
+    }
+
+    @Test func aWinmailDatDeliveredAsItIsKeepsItsNotExpandedThroughARepair() throws {
+        let scratch = try Scratch.withInbox()
+        defer { scratch.remove() }
+        let why = "a winmail.dat over 16 MiB"
+        _ = try crashedPlacing(scratch, renamed: 2, notExpanded: [0: why])
+
+        try scratch.inbox.repairInterruptedImports()
+
+        let repaired = try scratch.inbox.log.records(kinds: [.delivered])
+        #expect(repaired.map { $0.fields["ordinal"] } == ["0", "1"])
+        #expect(repaired.map { $0.fields["recovered"] } == ["true", "true"])
+        #expect(repaired.map { $0.fields["not_expanded"] } == [why, nil])
     }
 
     @Test(.long) func aRepairFailingAtAnySystemCallLeavesEachFileOneRecordOnceRetried() throws {
