@@ -20,12 +20,15 @@ taking the next message until none is left.
 
 Rounds (BENCH_LMTP_ROUNDS, default 3): in each, every session count, and for it every server, in an order that
 alternates from one round to the next. A run: the server started, its socket answered once (a greeting and QUIT),
-os.sync(), then the driver's clock from before the first connect to the last QUIT answered. CPU: user + system ticks
-of the server's processes (with what they reaped: cutime, cstime) from /proc, after the driver less before it. Peak
-RSS: VmHWM from /proc right before the server is stopped (Dovecot: summed over its processes, the largest one beside
-it). Checked: inbox, every attachment in the container's Inbox exactly once with its SHA-256 (and no other file);
-Dovecot, every message in the Maildir, its attachment decoded by Python's email with its SHA-256. A row is the median
-round by messages a second.
+os.sync(), then the driver's clock from before the first connect to the last QUIT answered. Each run's folder stays
+until the work folder is removed at the end: a thousand files removed before the next run would slow that run's file
+creations on a filesystem without a journal (ext4 then passes over each inode freed in the last minute or more:
+find_inode_bit, recently_deleted; a quarter of inbox lmtp's CPU in perf), a cost of the benchmark, not of the
+server. CPU: user + system ticks of the server's processes (with what they reaped: cutime, cstime) from /proc, after
+the driver less before it. Peak RSS: VmHWM from /proc right before the server is stopped (Dovecot: summed over its
+processes, the largest one beside it). Checked: inbox, every attachment in the container's Inbox exactly once with
+its SHA-256 (and no other file); Dovecot, every message in the Maildir, its attachment decoded by Python's email
+with its SHA-256. A row is the median round by messages a second.
 
 Syncs (BENCH_LMTP_SYNC_MESSAGES, default 200; 0 leaves it out): a separate short run of each server and session count
 under `strace -f -c` (fsync, fdatasync, syncfs, sync, msync, sync_file_range counted), not timed: the syncs a
@@ -425,7 +428,6 @@ class Row:
             "replies": report["replies"], "latency_ms": report["latency_ms"], "first_error": report["first_error"],
             "exit_status": status, "log_tail": server.log_tail() if report["accepted"] < len(messages) else [],
         }
-        shutil.rmtree(server.place, ignore_errors=True)
         return result
 
     def syncs(self, name, sessions, messages):
@@ -459,7 +461,6 @@ class Row:
                   "calls": calls,
                   "syncs_per_message": round(sum(calls.get(c, 0) for c in SYNC_CALLS) / accepted, 2)
                   if accepted else None}
-        shutil.rmtree(server.place, ignore_errors=True)
         return result
 
 
