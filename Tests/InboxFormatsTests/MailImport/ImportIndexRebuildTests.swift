@@ -240,18 +240,8 @@ import Testing
         let scratch = try Scratch.withInbox()
         defer { scratch.remove() }
         let key = Array(repeating: UInt8(0x5A), count: 32)
-        let made = try python(
-            """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.execute("CREATE TABLE messages(key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, "
-                       "complete INTEGER NOT NULL) WITHOUT ROWID")
-            db.execute("CREATE TABLE parts(key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL, "
-                       "staging BLOB, device INTEGER, inode INTEGER, name BLOB, PRIMARY KEY(key, ordinal)) WITHOUT ROWID")
-            db.execute("INSERT INTO messages VALUES (?, NULL, 1, 1)", (bytes([0x5A] * 32),))
-            db.commit()
-            """, ImportIndex.path(scratch.container))
-        #expect(made == 0)
+        try writeEarlierIndex(
+            scratch, version: 0, #"db.execute("INSERT INTO messages VALUES (?, NULL, 1, 1)", (bytes([0x5A] * 32),))"#)
 
         let index = try ImportIndex(container: scratch.container)
 
@@ -269,20 +259,10 @@ import Testing
     @Test func anIndexOfVersionOneIsKeptAndGainsTheColumnOfTwo() throws {
         let scratch = try Scratch.withInbox()
         defer { scratch.remove() }
-        let made = try python(
-            """
-            import sqlite3, sys
-            db = sqlite3.connect(sys.argv[1])
-            db.execute("CREATE TABLE messages(key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, "
-                       "complete INTEGER NOT NULL, source TEXT) WITHOUT ROWID")
-            db.execute("CREATE TABLE parts(key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL, "
-                       "staging BLOB, device INTEGER, inode INTEGER, name BLOB, PRIMARY KEY(key, ordinal)) WITHOUT ROWID")
-            db.execute("INSERT INTO parts VALUES (?, 0, 0, ?, 1, 2, NULL)", (bytes([0x5A] * 32), b".inbox-import.1"))
-            db.execute("PRAGMA application_id = 1768841848")
-            db.execute("PRAGMA user_version = 1")
-            db.commit()
-            """, ImportIndex.path(scratch.container))
-        #expect(made == 0)
+        try writeEarlierIndex(
+            scratch, version: 1,
+            #"db.execute("INSERT INTO parts VALUES (?, 0, 0, ?, 1, 2, NULL)", (bytes([0x5A] * 32), b".inbox-import.1"))"#
+        )
 
         let index = try ImportIndex(container: scratch.container)
 
@@ -291,6 +271,27 @@ import Testing
         let placing = try index.placingParts()
         #expect(placing.map(\.inode) == [2], "what it held is kept")
         #expect(placing.map(\.notExpanded) == [nil])
+    }
+
+    /// Writes an import index as schema `version` had it (0: before the stamp), with what the Python statements
+    /// `rows` put in it through `db`.
+    private func writeEarlierIndex(_ scratch: Scratch, version: Int, _ rows: String) throws {
+        let made = try python(
+            """
+            import sqlite3, sys
+            version = int(sys.argv[2])
+            db = sqlite3.connect(sys.argv[1])
+            db.execute("CREATE TABLE messages(key BLOB PRIMARY KEY, message_id TEXT, attachments INTEGER NOT NULL, "
+                       "complete INTEGER NOT NULL" + (", source TEXT" if version >= 1 else "") + ") WITHOUT ROWID")
+            db.execute("CREATE TABLE parts(key BLOB NOT NULL, ordinal INTEGER NOT NULL, delivered INTEGER NOT NULL, "
+                       "staging BLOB, device INTEGER, inode INTEGER, name BLOB, PRIMARY KEY(key, ordinal)) WITHOUT ROWID")
+            if version >= 1:
+                db.execute("PRAGMA application_id = \(ImportIndex.applicationID)")
+                db.execute(f"PRAGMA user_version = {version}")
+            \(rows)
+            db.commit()
+            """, ImportIndex.path(scratch.container), "\(version)")
+        #expect(made == 0)
     }
 
     /// The columns of one of the index's tables, in order.
