@@ -33,10 +33,11 @@ package func system_accept(_ fd: CInt) throws(Errno) -> CInt {
     try valueOrErrno("accept4") { inbox_accept4(fd, CInt(SOCK_CLOEXEC.rawValue)) }
 }
 
-/// `send(MSG_NOSIGNAL)`: a peer gone is EPIPE, never SIGPIPE.
+/// `send(MSG_NOSIGNAL | MSG_DONTWAIT)`: a peer gone is EPIPE, never SIGPIPE; a full socket buffer is EAGAIN, never
+/// a wait.
 @inline(never)
 package func system_send(_ fd: CInt, _ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
-    try valueOrErrno("send") { send(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL)) }
+    try valueOrErrno("send") { send(fd, bytes.baseAddress, bytes.count, CInt(MSG_NOSIGNAL | MSG_DONTWAIT)) }
 }
 
 /// `getsockopt(SOL_SOCKET, option)` of an integer option (`SO_ACCEPTCONN`, `SO_TYPE`, `SO_DOMAIN`).

@@ -17,7 +17,8 @@ int inbox_start_writeback(int fd);
 
 /// flock(fd, LOCK_EX), queued in the kernel behind the other waiters as a blocking flock is, cut short after
 /// `milliseconds`: a timer of the calling thread's own (SIGEV_THREAD_ID) sends it a signal whose handler does
-/// nothing and does not restart the call. 0 once held; -1 with errno ETIMEDOUT past the time, else flock's errno.
+/// nothing and does not restart the call (a lock no one holds is taken at once, without one). 0 once held; -1 with
+/// errno ETIMEDOUT past the time, else flock's errno.
 int inbox_flock_within(int fd, long milliseconds);
 
 int inbox_fsetxattr(int fd, const char *name, const void *value, size_t size, int flags);

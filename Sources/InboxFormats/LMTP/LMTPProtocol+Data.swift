@@ -1,3 +1,5 @@
+import Glibc
+
 /// The data of a message as it streams in (RFC 5321 4.5.2): a dot at the start of a line dropped, each line end (CRLF,
 /// or a bare LF, read like one) written as one LF, and the end only at CRLF . CRLF, so that inbox and the MTA never
 /// disagree on where a message ends. A bare CR inside a line stays. Its state carries over from one input to the
@@ -24,8 +26,14 @@ struct DataUnstuffing: Equatable {
             if state == .middle {
                 // Inside a line every byte but CR and LF is the message's: copied as a run.
                 let end = min(input.count, position + limit - output.count)
-                var stop = position
-                while stop < end && input[stop] != 0x0D && input[stop] != 0x0A { stop += 1 }
+                let stop = input.withUnsafeBytes { bytes in
+                    // The first CR or LF before `end`, found by memchr: the line's end, or a CR inside it.
+                    let run = UnsafeRawBufferPointer(rebasing: bytes[position..<end])
+                    guard let from = run.baseAddress else { return position }
+                    let lf = memchr(from, 0x0A, run.count).map { UnsafeRawPointer($0) - from } ?? run.count
+                    let cr = memchr(from, 0x0D, lf).map { UnsafeRawPointer($0) - from } ?? lf
+                    return position + cr
+                }
                 output.append(contentsOf: input[position..<stop])
                 position = stop
                 if stop == end { continue }

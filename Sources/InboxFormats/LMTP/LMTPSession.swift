@@ -163,12 +163,18 @@ private struct Connection {
         defer { outgoing.removeAll(keepingCapacity: true) }
         var sent = 0
         while sent < outgoing.count {
-            var poller = [pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)]
             do {
-                guard try system_poll(&poller, timeout: milliseconds) == 1 else { return false }
                 sent += try outgoing[sent...].withUnsafeBytes { raw in
                     Result { () throws(Errno) in try system_send(socket, raw) }
                 }.get()
+            } catch .wouldBlock {
+                // The peer's buffer is full: wait until it reads, at most the idle time.
+                var poller = [pollfd(fd: socket, events: Int16(POLLOUT), revents: 0)]
+                do {
+                    guard try system_poll(&poller, timeout: milliseconds) == 1 else { return false }
+                } catch {
+                    return false
+                }
             } catch {
                 return false
             }

@@ -25,24 +25,55 @@ struct Base64Decoder: TransferDecoder {
     private var count = 0
 
     mutating func decode(_ input: UnsafeRawBufferPointer, into output: inout [UInt8]) {
-        Self.values.withUnsafeBufferPointer { values in
-            for byte in input {
-                let value = values[Int(byte)]
-                if value < 64 {
-                    quantum = quantum << 6 | UInt32(value)
-                    count += 1
-                    if count == 4 {
-                        output.append(UInt8(truncatingIfNeeded: quantum >> 16))
-                        output.append(UInt8(truncatingIfNeeded: quantum >> 8))
-                        output.append(UInt8(truncatingIfNeeded: quantum))
+        // Room for three bytes for every four characters, counting those of the quantum begun before and rounding up
+        // (a quantum cut short by `=` holds fewer), trimmed to what was written at the end.
+        let start = output.count
+        output.append(contentsOf: repeatElement(0, count: (count + input.count + 3) / 4 * 3))
+        var written = start
+        output.withUnsafeMutableBufferPointer { out in
+            Self.values.withUnsafeBufferPointer { values in
+                var position = 0
+                while position < input.count {
+                    // Between quanta, four characters of the alphabet in a row are three bytes at once.
+                    if count == 0 && input.count - position >= 4 {
+                        let a = values[Int(input[position])]
+                        let b = values[Int(input[position + 1])]
+                        let c = values[Int(input[position + 2])]
+                        let d = values[Int(input[position + 3])]
+                        if (a | b | c | d) < 64 {
+                            let word = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                            out[written] = UInt8(truncatingIfNeeded: word >> 16)
+                            out[written + 1] = UInt8(truncatingIfNeeded: word >> 8)
+                            out[written + 2] = UInt8(truncatingIfNeeded: word)
+                            written += 3
+                            position += 4
+                            continue
+                        }
+                    }
+                    let byte = input[position]
+                    position += 1
+                    let value = values[Int(byte)]
+                    if value < 64 {
+                        quantum = quantum << 6 | UInt32(value)
+                        count += 1
+                        if count == 4 {
+                            out[written] = UInt8(truncatingIfNeeded: quantum >> 16)
+                            out[written + 1] = UInt8(truncatingIfNeeded: quantum >> 8)
+                            out[written + 2] = UInt8(truncatingIfNeeded: quantum)
+                            written += 3
+                            quantum = 0
+                            count = 0
+                        }
+                    } else if byte == UInt8(ascii: "=") && count >= 2 {
+                        written += Self.partial(
+                            quantum, count, into: UnsafeMutableBufferPointer(rebasing: out[written...]))
                         quantum = 0
                         count = 0
                     }
-                } else if byte == UInt8(ascii: "=") && count >= 2 {
-                    flushPartial(into: &output)
                 }
             }
         }
+        output.removeLast(output.count - written)
     }
 
     mutating func finish(into output: inout [UInt8]) {
@@ -51,14 +82,30 @@ struct Base64Decoder: TransferDecoder {
 
     /// A quantum of 2 or 3 characters holds 1 or 2 bytes; a lone character holds none.
     private mutating func flushPartial(into output: inout [UInt8]) {
-        if count == 2 {
-            output.append(UInt8(truncatingIfNeeded: quantum >> 4))
-        } else if count == 3 {
-            output.append(UInt8(truncatingIfNeeded: quantum >> 10))
-            output.append(UInt8(truncatingIfNeeded: quantum >> 2))
+        var bytes: (UInt8, UInt8) = (0, 0)
+        let written = withUnsafeMutableBytes(of: &bytes) { raw in
+            Self.partial(quantum, count, into: raw.bindMemory(to: UInt8.self))
         }
+        if written > 0 { output.append(bytes.0) }
+        if written > 1 { output.append(bytes.1) }
         quantum = 0
         count = 0
+    }
+
+    /// Writes the bytes of a quantum of `count` characters cut short (2 or 3 of them: 1 or 2 bytes; else none)
+    /// into `out`; returns how many.
+    private static func partial(_ quantum: UInt32, _ count: Int, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        switch count {
+        case 2:
+            out[0] = UInt8(truncatingIfNeeded: quantum >> 4)
+            return 1
+        case 3:
+            out[0] = UInt8(truncatingIfNeeded: quantum >> 10)
+            out[1] = UInt8(truncatingIfNeeded: quantum >> 2)
+            return 2
+        default:
+            return 0
+        }
     }
 }
 

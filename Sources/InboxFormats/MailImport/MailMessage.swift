@@ -97,6 +97,18 @@ public final class MailMessage {
     }
 
     static func trimmed(_ text: String) -> String {
-        String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        // Most values are ASCII whitespace around something that starts and ends with printable ASCII, which no
+        // whitespace joins into one character: the bytes are cut without walking characters.
+        let bytes = text.utf8
+        let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
+        let isPrintable = { (byte: UInt8) in byte > 0x20 && byte < 0x7F }
+        var start = bytes.startIndex
+        var end = bytes.endIndex
+        while start < end && isSpace(bytes[start]) { bytes.formIndex(after: &start) }
+        while start < end && isSpace(bytes[bytes.index(before: end)]) { bytes.formIndex(before: &end) }
+        if start == end || (isPrintable(bytes[start]) && isPrintable(bytes[bytes.index(before: end)])) {
+            return String(decoding: bytes[start..<end], as: UTF8.self)
+        }
+        return String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
     }
 }

@@ -23,8 +23,10 @@ import Testing
         let stop: (read: CInt, write: CInt)
         private let ended = DispatchSemaphore(value: 0)
 
-        init(_ settings: LMTPSession.Settings) throws {
+        /// `sendBuffer`: the server's `SO_SNDBUF`, when the test wants its replies to fill it.
+        init(_ settings: LMTPSession.Settings, sendBuffer: CInt? = nil) throws {
             let (server, client) = try system_socketpair()
+            if let sendBuffer { try system_setSocketOption(server, SO_SNDBUF, sendBuffer) }
             stop = try system_pipe()
             self.client = LMTPClient(owning: client)
             let session = LMTPSession(settings: settings)
@@ -142,6 +144,21 @@ import Testing
         let served = try Served(settings)
         #expect(
             served.replies(2) == ["220 test LMTP inbox ready", "421 4.4.2 test idle too long, closing the session"])
+        #expect(served.hasEnded())
+    }
+
+    /// Replies more than the socket takes at once (a pipelining peer that reads them later) are sent in parts, each
+    /// once the peer has read the one before: none is lost and the session goes on.
+    @Test func repliesPastTheSocketBufferWaitForThePeerToRead() throws {
+        let scratch = try Scratch.withInbox()
+        defer { scratch.remove() }
+        let served = try Served(Self.settings(.container(Array(scratch.container.rootBytes))), sendBuffer: 1)
+        #expect(served.replies(1) == ["220 test LMTP inbox ready"])
+        let count = 3000
+        served.send(String(repeating: "NOOP\r\n", count: count) + "QUIT\r\n")
+        let replies = served.replies(count + 1)
+        #expect(replies.count == count + 1)
+        #expect(replies.dropLast().allSatisfy { $0.hasPrefix("250 ") } && replies.last?.hasPrefix("221 ") == true)
         #expect(served.hasEnded())
     }
 

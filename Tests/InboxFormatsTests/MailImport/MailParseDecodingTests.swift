@@ -133,6 +133,72 @@ import Testing
         }
     }
 
+    @Test func base64DecodesAsAPlainReadingOfItsRulesDoes() {
+        // Four characters of the alphabet at once between quanta, else one at a time: the same bytes as the rules
+        // read a character at a time, for text with line ends, junk and `=` anywhere, in any split.
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        let others = Array("\r\n =!-.\t".utf8) + [0x00, 0x80, 0xFF]
+        for round in 0..<200 {
+            let noise = pattern(400, seed: UInt64(round + 1))
+            let length = Int(noise[0]) + Int(noise[1]) % 64
+            let text: [UInt8] = (0..<length).map { index in
+                let byte = noise[2 + index]
+                return byte < 200 ? alphabet[Int(byte) % 64] : others[Int(byte) % others.count]
+            }
+            let split = 1 + Int(noise[399]) % 9
+            var decoder = Base64Decoder()
+            var output: [UInt8] = []
+            for start in stride(from: 0, to: text.count, by: split) {
+                text[start..<min(start + split, text.count)].withUnsafeBytes { decoder.decode($0, into: &output) }
+            }
+            decoder.finish(into: &output)
+            #expect(output == Self.base64ByTheRules(text), "round \(round)")
+        }
+    }
+
+    @Test func headerValuesAreTrimmedAsCharactersAre() {
+        // The bytes cut at once where that is the same as dropping whitespace characters from both ends.
+        let values = [
+            "base64", " base64\r\n", "\t Thu, 07 Mar 2024 \u{0B}\u{0C}", "", " \r\n ", "a", " \u{301}x ", "x \u{301}",
+            "\u{A0}x\u{3000}", "\u{0600} x", "x\u{0600} ", " \u{1C}x\u{1F} ", "\r\nq\r",
+        ]
+        for value in values {
+            let characters = String(
+                value.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+            #expect(MailMessage.trimmed(value) == characters, "\(Array(value.unicodeScalars))")
+        }
+    }
+
+    /// Base64Decoder's rules, a character at a time: characters outside the alphabet skipped, `=` ending a quantum
+    /// of 2 or 3 characters, an unpadded last one counted.
+    static func base64ByTheRules(_ text: [UInt8]) -> [UInt8] {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var output: [UInt8] = []
+        var quantum: [UInt32] = []
+        func flush() {
+            let word = quantum.reduce(0) { $0 << 6 | $1 }
+            if quantum.count == 2 { output.append(UInt8(truncatingIfNeeded: word >> 4)) }
+            if quantum.count == 3 {
+                output += [UInt8(truncatingIfNeeded: word >> 10), UInt8(truncatingIfNeeded: word >> 2)]
+            }
+            quantum = []
+        }
+        for byte in text {
+            if let value = alphabet.firstIndex(of: byte) {
+                quantum.append(UInt32(value))
+                if quantum.count == 4 {
+                    let word = quantum.reduce(0) { $0 << 6 | $1 }
+                    output += [16, 8, 0].map { UInt8(truncatingIfNeeded: word >> $0) }
+                    quantum = []
+                }
+            } else if byte == UInt8(ascii: "="), quantum.count >= 2 {
+                flush()
+            }
+        }
+        flush()
+        return output
+    }
+
     static func decode(_ decoder: some TransferDecoder, _ text: String, split: Int) -> [UInt8] {
         var decoder = decoder
         var output: [UInt8] = []
