@@ -69,6 +69,12 @@ package struct LMTPDelivery: Sendable {
             let importer = try MailImporter(
                 inbox: try Inbox(container: container, lockWait: .delivery), limits: delivery.limits,
                 group: delivery.groups.group(for: Array(identity.dropFirst())))
+            // Its Inbox kept open while the identity holds, if it is the folder the identity names (the descriptor
+            // keeps that folder's inode from being reused).
+            let folder = SharedDescriptor(try container.openFolder(.inbox))
+            if (try? FileStatus(system_fstat(folder.rawValue)).fileID) == identity.last {
+                importer.keptInboxFolder = folder
+            }
             if importers.count >= Self.kept { importers.removeFirst() }
             importers.append((path, identity, importer))
             return importer

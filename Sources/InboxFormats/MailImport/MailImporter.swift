@@ -12,6 +12,9 @@ public final class MailImporter {
     public let limits: MailLimits
     private let ledger: ImportLedger
     private let digest: SHA256Digest
+    /// The Inbox folder, kept open from one message to the next by a caller that checks before each that it is still
+    /// the container's (LMTP's sessions, `LMTPDelivery`); nil: opened for each message.
+    var keptInboxFolder: SharedDescriptor?
     private lazy var keys = MessageKey(digest: digest)
 
     /// An importer into `inbox`, its `ImportLedger` open: the container's import index open (rebuilt from the event
@@ -85,7 +88,12 @@ public final class MailImporter {
 
     /// Imports one message of a source, as a batch of one.
     func importMessage(_ message: SourceMessage) throws(ContainerError) -> ImportedMessage {
-        let folder = try inbox.container.openFolder(.inbox)
+        let folder: SharedDescriptor
+        if let keptInboxFolder {
+            folder = keptInboxFolder
+        } else {
+            folder = SharedDescriptor(try inbox.container.openFolder(.inbox))
+        }
         var batch = ImportBatch()
         try prepare(message, into: &batch, folder: folder.rawValue)
         var result: ImportedMessage?

@@ -78,6 +78,30 @@ import Testing
         #expect(imported.map { $0.fields["duplicate"] } == ["false", "true"])
     }
 
+    /// A session keeps its container open from one message to the next (its Inbox folder too), only while the
+    /// container is the same files: after its Inbox is replaced, the next message goes into the new one.
+    @Test func aSessionDeliversIntoTheInboxThatIsThereNowAfterItWasReplaced() throws {
+        let scratch = try Scratch.withInbox()
+        defer { scratch.remove() }
+        let served = try Served(Self.settings(.container(Array(scratch.container.rootBytes))))
+        _ = served.replies(1)
+        let inbox = scratch.container.path(.inbox)
+        let second = Self.message.replacingOccurrences(of: "lmtp-1@", with: "lmtp-2@").replacingOccurrences(
+            of: "r.pdf", with: "s.pdf")
+        for (number, message) in [Self.message, second].enumerated() {
+            served.send("LHLO m\r\nMAIL FROM:<a@x>\r\nRCPT TO:<me@x>\r\nDATA\r\n" + message + ".\r\n")
+            #expect(served.replies(5).last == "250 2.0.0 <me@x> imported: 1 attachment delivered", "\(number)")
+            if number == 0 {
+                try FileManager.default.moveItem(atPath: inbox, toPath: inbox + ".old")
+                try FileManager.default.createDirectory(atPath: inbox, withIntermediateDirectories: false)
+            }
+        }
+        served.send("QUIT\r\n")
+        #expect(served.hasEnded())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: inbox + ".old") == ["r.pdf"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: inbox) == ["s.pdf"])
+    }
+
     /// A session writes each message into its last one's file: a shorter message after a longer one is itself
     /// alone (its key the same as from a session of its own, so the second delivery is a duplicate).
     @Test func aShorterMessageAfterALongerOneInOneSessionIsItselfAlone() throws {
