@@ -113,11 +113,13 @@ enum TemporaryCopy {
 
     /// The length of the `From ` line at the start of `file` with its newline, or 0 when it has none.
     static func envelopeLength(_ file: CInt) throws(Errno) -> Int64 {
+        // Most messages start otherwise: five bytes tell, not a buffer's worth of the message.
+        var head = [UInt8](repeating: 0, count: 5)
+        if try preadChunk(file, into: &head, at: 0) < 5 || head != Array("From ".utf8) { return 0 }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var offset: Int64 = 0
         while true {
             let count = try preadChunk(file, into: &buffer, at: offset)
-            if offset == 0 && !buffer[..<count].starts(with: "From ".utf8) { return 0 }
             if count == 0 { return offset }
             if let newline = buffer[..<count].firstIndex(of: 0x0A) { return offset + Int64(newline) + 1 }
             offset += Int64(count)
