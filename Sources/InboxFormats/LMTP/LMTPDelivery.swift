@@ -72,9 +72,13 @@ package struct LMTPDelivery: Sendable {
             // Its Inbox kept open while the identity holds, if it is the folder the identity names (the descriptor
             // keeps that folder's inode from being reused).
             let folder = SharedDescriptor(try container.openFolder(.inbox))
-            if (try? FileStatus(system_fstat(folder.rawValue)).fileID) == identity.last {
-                importer.keptInboxFolder = folder
+            let opened: FileID
+            do {
+                opened = FileStatus(try system_fstat(folder.rawValue)).fileID
+            } catch {
+                throw error.failure("look at", container.path(.inbox))
             }
+            if opened == identity.last { importer.keptInboxFolder = folder }
             if importers.count >= Self.kept { importers.removeFirst() }
             importers.append((path, identity, importer))
             return importer
