@@ -59,16 +59,13 @@ ORDER_MATCH = bin="$$($(SWIFT) build -c release --show-bin-path)"; \
 # Seen here: `inbox import` aborting at exit with "double free or corruption" after a field was added to EventLog's
 # private state, until a clean build (ARCHITECTURE.md, "Start-up and memory"). A clean release build takes about
 # a minute and a half here. It builds the two executables alone: Tests/TestSupport, a plain target the test targets
-# share, imports Testing, which a release build does not have. The flags after $(RELEASE_BUILD) go to both.
-RELEASE_BUILD = rm -rf "$$($(SWIFT) build -c release --show-bin-path)" && release_build() { \
+# share, imports Testing, which a release build does not have. The flags after $(RELEASE_BUILD) go to both. The
+# removal is synced: on ext4 without a journal, file creations pass over each inode freed in the last minute, or in
+# the last six while its inode table is not yet written, which slowed a benchmark's rows right after this build
+# (Benchmarks/README.md, "The benchmark's own cost, removed").
+RELEASE_BUILD = rm -rf "$$($(SWIFT) build -c release --show-bin-path)" && sync && release_build() { \
 	$(SWIFT) build -c release --product inbox "$$@" && $(SWIFT) build -c release --product inbox-formats "$$@"; } && \
 	release_build
-# A benchmark's release build first moves the last release folder aside (RELEASE_BUILD then finds none to remove), and
-# the benchmark removes it once it is done: removed right before, its thousands of files would slow the file creations
-# of the rows measured in the next minutes (Benchmarks/README.md, "The benchmark's own cost, removed").
-SET_RELEASE_ASIDE = bin="$$($(SWIFT) build -c release --show-bin-path)" && rm -rf "$$bin.set-aside" && \
-	if [ -e "$$bin" ]; then mv "$$bin" "$$bin.set-aside"; fi
-REMOVE_RELEASE_SET_ASIDE = rm -rf "$$($(SWIFT) build -c release --show-bin-path).set-aside"
 # Extra flags for the build that make install installs; INSTALL_SWIFTFLAGS= builds one that loads the Swift
 # runtime from the toolchain that built it (its RUNPATH).
 INSTALL_SWIFTFLAGS ?= $(RELEASE_SWIFTFLAGS)
@@ -141,21 +138,17 @@ clean:
 # BENCH_CONTAINERS=100 run a subset of the first (Benchmarks/README.md lists every knob), BENCH_MAIL_MESSAGES=1000 a
 # smaller Maildir for the second.
 bench: deps bench-tools bench-mail-tools $(STATIC_CXX)/libstdc++.so
-	@$(SET_RELEASE_ASIDE)
 	$(RELEASE_BUILD) $(RELEASE_SWIFTFLAGS)
 	@$(ORDER_MATCH)
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-bench
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-mail-bench
-	@$(REMOVE_RELEASE_SET_ASIDE)
 
 # The mail-import benchmark alone, its LMTP row too (inbox lmtp beside Dovecot's LMTP server, Benchmarks/lmtp_bench.py);
 # BENCH_MAIL_LMTP=only runs that row alone, BENCH_MAIL_LMTP=0 leaves it out, BENCH_LMTP_MESSAGES=200 makes it quicker.
 bench-mail: deps bench-mail-tools $(STATIC_CXX)/libstdc++.so
-	@$(SET_RELEASE_ASIDE)
 	$(RELEASE_BUILD) $(RELEASE_SWIFTFLAGS)
 	@$(ORDER_MATCH)
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-mail-bench
-	@$(REMOVE_RELEASE_SET_ASIDE)
 
 # Benchmarks/hot-functions.order again, from the release build: each usual command and a watcher's burst under
 # valgrind's callgrind (Benchmarks/hot-functions). Commit the file it writes.
