@@ -69,14 +69,13 @@ enum MailSource {
     private static func typed(_ file: SharedDescriptor, path: [UInt8], shown: String) throws(ContainerError)
         -> MailSource
     {
-        var start = [UInt8](repeating: 0, count: 5)
-        let count: Int
+        let mbox: Bool
         do throws(Errno) {
-            count = try preadChunk(file.rawValue, into: &start, at: 0)
+            mbox = try startsWithEnvelope(file.rawValue)
         } catch {
             throw error.failure("read", shown)
         }
-        return count == 5 && start == Array("From ".utf8) ? .mbox(file, path: path) : .message(file, path: path)
+        return mbox ? .mbox(file, path: path) : .message(file, path: path)
     }
 
     /// The source as records name it: its absolute path, or `-`.

@@ -114,8 +114,7 @@ enum TemporaryCopy {
     /// The length of the `From ` line at the start of `file` with its newline, or 0 when it has none.
     static func envelopeLength(_ file: CInt) throws(Errno) -> Int64 {
         // Most messages start otherwise: five bytes tell, not a buffer's worth of the message.
-        var head = [UInt8](repeating: 0, count: 5)
-        if try preadChunk(file, into: &head, at: 0) < 5 || head != Array("From ".utf8) { return 0 }
+        guard try startsWithEnvelope(file) else { return 0 }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var offset: Int64 = 0
         while true {
@@ -125,6 +124,12 @@ enum TemporaryCopy {
             offset += Int64(count)
         }
     }
+}
+
+/// Whether `file` starts with `From `: an mbox's envelope line.
+func startsWithEnvelope(_ file: CInt) throws(Errno) -> Bool {
+    var head = [UInt8](repeating: 0, count: 5)
+    return try preadChunk(file, into: &head, at: 0) == 5 && head == Array("From ".utf8)
 }
 
 /// `pread` into the whole of `buffer`; the count read.
