@@ -1,16 +1,19 @@
 """The LMTP row of the mail benchmark (Benchmarks/README.md, "LMTP delivery"; DESIGN §14, "Speed"), run by
-Benchmarks/run-mail-bench: `inbox lmtp` beside Dovecot's LMTP server, both fed the same distinct messages by one load
-driver (lmtp-load.c, compiled here by cc) at 1 and 8 sessions, in one run.
+Benchmarks/run-mail-bench: `inbox lmtp` beside Dovecot's LMTP server and beside the C floor of its own guarantees, all
+fed the same distinct messages by one load driver (lmtp-load.c, compiled here by cc) at 1 and 8 sessions, in one run.
 
-Servers (BENCH_LMTP_SERVERS, comma-separated; inbox,dovecot by default), each fresh for every run, both run as the
-account BENCH_LMTP_USER (default nobody; `inbox lmtp` never runs as root) and listening on a unix socket in a folder of
-their own under the work folder:
+Servers (BENCH_LMTP_SERVERS, comma-separated; inbox,dovecot,floor by default), each fresh for every run, all run as
+the account BENCH_LMTP_USER (default nobody; `inbox lmtp` never runs as root) and listening on a unix socket in a
+folder of their own under the work folder:
   inbox    `inbox lmtp --container C --listen unix:PATH` (the release build, C made by `inbox init` as that account):
            every attachment into C's Inbox, durable before the 250
   dovecot  Debian's dovecot-lmtpd: `dovecot -F -c CONF`, as root (its master; the deliveries run as that account), from
            a dovecot.conf of its own (base_dir and state_dir in its folder, protocols = lmtp, a static passdb and
            userdb, mail_location = maildir:..., its lmtp unix_listener in its folder, mail_fsync = optimized, its
            default); the machine's /etc/dovecot and services are never read or touched
+  floor    lmtp-floor.c (compiled here by cc, with nettle): the files, renames and syncs inbox lmtp makes for a
+           message and for a batch, its group commit, and as little else as such a server can do (its comment says
+           what it leaves out); every attachment into a folder of its own, durable before the 250
 
 The messages (BENCH_LMTP_MESSAGES, default 1000; BENCH_MAIL_SEED): each a text body (with lines starting with '.', so
 the dot-stuffing is exercised) and one base64 attachment of its own random bytes (BENCH_LMTP_ATTACHMENT_BYTES, default
@@ -26,15 +29,16 @@ creations on a filesystem without a journal (ext4 then passes over each inode fr
 find_inode_bit, recently_deleted; a quarter of inbox lmtp's CPU in perf), a cost of the benchmark, not of the
 server. CPU: user + system ticks of the server's processes (with what they reaped: cutime, cstime) from /proc, after
 the driver less before it. Peak RSS: VmHWM from /proc right before the server is stopped (Dovecot: summed over its
-processes, the largest one beside it). Checked: inbox, every attachment in the container's Inbox exactly once with
-its SHA-256 (and no other file); Dovecot, every message in the Maildir, its attachment decoded by Python's email
+processes, the largest one beside it). Checked: inbox and floor, every attachment in the Inbox exactly once
+with its SHA-256 (and no other file); Dovecot, every message in the Maildir, its attachment decoded by Python's email
 with its SHA-256. A row is the median round by messages a second.
 
 Syncs (BENCH_LMTP_SYNC_MESSAGES, default 200; 0 leaves it out): a separate short run of each server and session count
 under `strace -f -c` (fsync, fdatasync, syncfs, sync, msync, sync_file_range counted), not timed: the syncs a
 message of each.
 
-Goal (printed, never failed on): inbox at least Dovecot's rate at 1 session and 1.5× it at 8, under 64 MiB.
+Goal (printed, never failed on): inbox at least Dovecot's rate at 1 session and 1.5× it at 8, under 64 MiB. Beside
+it, inbox ÷ floor: how much of what a server keeping inbox's guarantees can do on this machine inbox does.
 """
 
 import base64
@@ -61,7 +65,7 @@ SESSIONS = [int(s) for s in os.environ.get("BENCH_LMTP_SESSIONS", "1,8").replace
 ROUNDS = int(os.environ.get("BENCH_LMTP_ROUNDS", "3"))
 SYNC_MESSAGES = int(os.environ.get("BENCH_LMTP_SYNC_MESSAGES", "200"))
 ATTACHMENT_BYTES = int(os.environ.get("BENCH_LMTP_ATTACHMENT_BYTES", "20000"))
-SERVERS = os.environ.get("BENCH_LMTP_SERVERS", "inbox,dovecot").replace(" ", "").split(",")
+SERVERS = os.environ.get("BENCH_LMTP_SERVERS", "inbox,dovecot,floor").replace(" ", "").split(",")
 USER = os.environ.get("BENCH_LMTP_USER", "nobody")
 SEED = int(os.environ.get("BENCH_MAIL_SEED", "20240610"))
 GOALS = {1: 1.0, 8: 1.5}  # inbox's rate ÷ Dovecot's, at least, by session count
@@ -220,6 +224,11 @@ def answers(path):
 # ---------------------------------------------------------------------------------------------- the servers
 
 
+def as_account(account):
+    """The argv prefix that runs a command as `account` (uid, gid, no other groups)."""
+    return ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups", "--"]
+
+
 class Server:
     """One server's run in a folder of its own: start() until its socket answers, pids(), stop(), delivered()."""
 
@@ -283,10 +292,10 @@ class InboxServer(Server):
         super().__init__(place, account, children)
         self.inbox = inbox
         self.container = os.path.join(place, "container")
-        as_account = ["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups", "--"]
-        subprocess.run(as_account + [inbox, "--container", self.container, "init"], check=True,
+        subprocess.run(as_account(account) + [inbox, "--container", self.container, "init"], check=True,
                        stdout=subprocess.DEVNULL)
-        self.argv = as_account + [inbox, "lmtp", "--container", self.container, "--listen", "unix:" + self.socket]
+        self.argv = as_account(account) + [inbox, "lmtp", "--container", self.container, "--listen",
+                                           "unix:" + self.socket]
 
     def start(self):
         self.launch(self.argv)
@@ -351,6 +360,27 @@ service lmtp {{
         return found
 
 
+class FloorServer(Server):
+    """lmtp-floor (lmtp-floor.c): the C floor of inbox lmtp's guarantees, delivering into a folder of its own."""
+    name = "floor"
+
+    def __init__(self, place, account, children, binary):
+        super().__init__(place, account, children)
+        self.binary = binary
+        self.inbox = os.path.join(place, "Inbox")
+        self.state = os.path.join(place, "state")
+        for folder in (self.inbox, self.state):
+            os.mkdir(folder)
+            os.chown(folder, account.pw_uid, account.pw_gid)
+
+    def start(self):
+        self.launch(as_account(self.account) + [self.binary, self.socket, self.inbox, self.state])
+
+    def delivered(self):
+        """Counter of the SHA-256 of every file in its Inbox."""
+        return collections.Counter(sha256_file(e.path) for e in os.scandir(self.inbox) if e.is_file())
+
+
 # ---------------------------------------------------------------------------------------------- the runs
 
 
@@ -367,12 +397,21 @@ class Row:
             os.chmod(folder, 0o711)
         self.driver = os.path.join(self.workdir, "lmtp-load")
         subprocess.run(["cc", "-O2", "-pthread", "-o", self.driver, os.path.join(HERE, "lmtp-load.c")], check=True)
+        self.floor = os.path.join(self.workdir, "lmtp-floor")
+
+    def build_floor(self):
+        """Compiles lmtp-floor.c; the compiler's complaint when it cannot (None when it did)."""
+        done = subprocess.run(["cc", "-O2", "-pthread", "-o", self.floor, os.path.join(HERE, "lmtp-floor.c"),
+                               "-lnettle"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        return None if done.returncode == 0 else (done.stdout.strip().splitlines() or ["cc failed"])[-1]
 
     def server(self, name):
         self.runs += 1
         place = os.path.join(self.workdir, f"{self.runs:02d}-{name}")
         if name == "inbox":
             return InboxServer(place, self.account, self.children, self.inbox)
+        if name == "floor":
+            return FloorServer(place, self.account, self.children, self.floor)
         return DovecotServer(place, self.account, self.children)
 
     def drive(self, server, sessions, messages):
@@ -485,8 +524,10 @@ def run(workdir, inbox, children):
             else:
                 notes.append("dovecot: skipped, Dovecot's LMTP server is missing: apt-get install dovecot-lmtpd "
                              "(make bench-mail-tools does)")
+        elif name == "floor":
+            servers.append(name)  # built below, once its folder is there
         else:
-            raise SystemExit(f"run-mail-bench: unknown LMTP server {name!r} (known: inbox, dovecot)")
+            raise SystemExit(f"run-mail-bench: unknown LMTP server {name!r} (known: inbox, dovecot, floor)")
     for line in notes:
         log("run-mail-bench: LMTP: " + line)
     report = {"messages": MESSAGES, "attachment_bytes": ATTACHMENT_BYTES, "sessions": SESSIONS, "rounds": ROUNDS,
@@ -497,6 +538,14 @@ def run(workdir, inbox, children):
     if SYNC_MESSAGES and not shutil.which("strace"):
         notes.append("syncs: not counted, strace is missing (apt-get install strace)")
     row = Row(workdir, inbox, children)
+    if "floor" in servers:
+        complaint = row.build_floor()
+        if complaint:
+            servers.remove("floor")
+            notes.append(f"floor: skipped, cc cannot build lmtp-floor.c (it needs nettle-dev): {complaint}")
+            log("run-mail-bench: LMTP: " + notes[-1])
+    if not servers:
+        return report
     started = time.monotonic()
     messages = make_messages(os.path.join(row.workdir, "messages"), MESSAGES)
     size = sum(os.path.getsize(path) for path, _ in messages)
@@ -547,24 +596,36 @@ def medians(runs, servers):
 
 
 def ratios(rows):
+    """By session count: inbox ÷ Dovecot (with the goal), and inbox ÷ the floor under "floor"."""
     by = {(r["server"], r["sessions"]): r for r in rows}
     out = {}
     for sessions in SESSIONS:
-        inbox, dovecot = by.get(("inbox", sessions)), by.get(("dovecot", sessions))
-        if not inbox or not dovecot:
+        inbox, dovecot, floor = (by.get((name, sessions)) for name in ("inbox", "dovecot", "floor"))
+        if not inbox:
             continue
         entry = {}
-        if inbox["median_rate"] and dovecot["median_rate"]:
-            entry["messages_per_s"] = round(inbox["median_rate"] / dovecot["median_rate"], 2)
-        if inbox["cpu_ms_per_message"] and dovecot["cpu_ms_per_message"]:
-            entry["cpu_per_message"] = round(inbox["cpu_ms_per_message"] / dovecot["cpu_ms_per_message"], 2)
-        if dovecot["worst_peak_rss_mib"]:
-            entry["peak_rss"] = round(inbox["worst_peak_rss_mib"] / dovecot["worst_peak_rss_mib"], 2)
-        if sessions in GOALS and "messages_per_s" in entry:
-            entry["goal"] = GOALS[sessions]
-            entry["met"] = entry["messages_per_s"] >= GOALS[sessions]
-        out[str(sessions)] = entry
+        if dovecot:
+            entry = quotients(inbox, dovecot)
+            if sessions in GOALS and "messages_per_s" in entry:
+                entry["goal"] = GOALS[sessions]
+                entry["met"] = entry["messages_per_s"] >= GOALS[sessions]
+        if floor:
+            entry["floor"] = quotients(inbox, floor)
+        if entry:
+            out[str(sessions)] = entry
     return out
+
+
+def quotients(row, other):
+    """row ÷ other: messages a second (the medians), CPU a message, peak RSS (the worst rounds')."""
+    entry = {}
+    if row["median_rate"] and other["median_rate"]:
+        entry["messages_per_s"] = round(row["median_rate"] / other["median_rate"], 2)
+    if row["cpu_ms_per_message"] and other["cpu_ms_per_message"]:
+        entry["cpu_per_message"] = round(row["cpu_ms_per_message"] / other["cpu_ms_per_message"], 2)
+    if other["worst_peak_rss_mib"]:
+        entry["peak_rss"] = round(row["worst_peak_rss_mib"] / other["worst_peak_rss_mib"], 2)
+    return entry
 
 
 def table(report):
@@ -590,18 +651,23 @@ def table(report):
             lines.append(f"  {r['server']}, {r['sessions']} sessions: {r['worst_extra']} delivered twice or "
                          f"unexpected; first error: {r['first_error']}; replies {json.dumps(r['replies'])}")
     for sessions, entry in report["ratios"].items():
+        plural = "s" if sessions != "1" else ""
         if "messages_per_s" in entry:
             goal = (f" (goal ≥ {entry['goal']}×: {'met' if entry['met'] else 'missed'})" if "goal" in entry else "")
-            lines.append(f"inbox ÷ dovecot, {sessions} session{'s' if sessions != '1' else ''}: messages/s "
-                         f"{entry['messages_per_s']}×{goal}, CPU a message {entry.get('cpu_per_message')}×, "
-                         f"peak RSS {entry.get('peak_rss')}×")
+            lines.append(f"inbox ÷ dovecot, {sessions} session{plural}: messages/s {entry['messages_per_s']}×{goal}, "
+                         f"CPU a message {entry.get('cpu_per_message')}×, peak RSS {entry.get('peak_rss')}×")
+        if "messages_per_s" in entry.get("floor", {}):
+            floor = entry["floor"]
+            lines.append(f"inbox ÷ floor, {sessions} session{plural}: messages/s {floor['messages_per_s']}×, CPU a "
+                         f"message {floor.get('cpu_per_message')}×")
     inbox_peaks = [r["worst_peak_rss_mib"] for r in report["rows"] if r["server"] == "inbox"]
     if inbox_peaks:
         peak = max(inbox_peaks)
         lines.append(f"inbox peak RSS {peak:.1f} MiB (goal < {MEMORY_GOAL_MIB} MiB: "
                      f"{'met' if peak < MEMORY_GOAL_MIB else 'missed'})")
-    lines.append("checked: inbox, each attachment in the container's Inbox exactly once with its SHA-256; Dovecot, "
-                 "each message in its Maildir, its attachment's SHA-256 by Python's email. Peak RSS: VmHWM, for "
+    lines.append("checked: inbox and floor, each attachment in the Inbox exactly once with its SHA-256; Dovecot, "
+                 "each message in its Maildir, its attachment's SHA-256 by Python's email. floor: lmtp-floor.c, the "
+                 "files, renames and syncs of inbox lmtp and its group commit in C, with as little else as it can. Peak RSS: VmHWM, for "
                  "Dovecot summed over its processes (master, log, config, auth, one lmtp a session, ...). others: "
                  "the share of the machine's CPU neither the server nor the driver used in that round (other users, "
                  "kernel threads such as writeback): a busy machine's rows are noise.")
@@ -609,6 +675,7 @@ def table(report):
         lines.append(f"syncs/msg: fsync, fdatasync and syncfs calls a message under strace -f -c (a run of its own, "
                      f"{SYNC_MESSAGES} messages, untimed). Before each 250, inbox syncs the attachment, its import "
                      "index (WAL and folder), the Inbox folder, the event log and its folder; Dovecot (mail_fsync = "
-                     "optimized, its default) the message file, the Maildir's new/ and dovecot-uidlist.")
+                     "optimized, its default) the message file, the Maildir's new/ and dovecot-uidlist; the floor the "
+                     "attachment, its index file, the Inbox folder and its log.")
     lines += report["notes"]
     return "\n".join(lines)
