@@ -143,8 +143,9 @@ bench: deps bench-tools bench-mail-tools $(STATIC_CXX)/libstdc++.so
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-bench
 	INBOX_BIN="$$($(SWIFT) build -c release --show-bin-path)/inbox" Benchmarks/run-mail-bench
 
-# The mail-import benchmark alone, its LMTP row too (inbox lmtp beside Dovecot's LMTP server, Benchmarks/lmtp_bench.py);
-# BENCH_MAIL_LMTP=only runs that row alone, BENCH_MAIL_LMTP=0 leaves it out, BENCH_LMTP_MESSAGES=200 makes it quicker.
+# The mail-import benchmark alone, its LMTP row too (inbox lmtp beside Dovecot's LMTP server and a C floor of its
+# guarantees, Benchmarks/lmtp_bench.py); BENCH_MAIL_LMTP=only runs that row alone, BENCH_MAIL_LMTP=0 leaves it out,
+# BENCH_LMTP_MESSAGES=200 makes it quicker.
 bench-mail: deps bench-mail-tools $(STATIC_CXX)/libstdc++.so
 	$(RELEASE_BUILD) $(RELEASE_SWIFTFLAGS)
 	@$(ORDER_MATCH)
