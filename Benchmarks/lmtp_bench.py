@@ -124,6 +124,11 @@ def sha256_file(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def digests(folder):
+    """Counter of the SHA-256 of every file in folder."""
+    return collections.Counter(sha256_file(e.path) for e in os.scandir(folder) if e.is_file())
+
+
 # ---------------------------------------------------------------------------------------------- /proc
 
 
@@ -302,8 +307,7 @@ class InboxServer(Server):
 
     def delivered(self):
         """Counter of the SHA-256 of every file in the container's Inbox."""
-        inbox = os.path.join(self.container, "Documents", "Inbox")
-        return collections.Counter(sha256_file(e.path) for e in os.scandir(inbox) if e.is_file())
+        return digests(os.path.join(self.container, "Documents", "Inbox"))
 
 
 class DovecotServer(Server):
@@ -378,7 +382,7 @@ class FloorServer(Server):
 
     def delivered(self):
         """Counter of the SHA-256 of every file in its Inbox."""
-        return collections.Counter(sha256_file(e.path) for e in os.scandir(self.inbox) if e.is_file())
+        return digests(self.inbox)
 
 
 # ---------------------------------------------------------------------------------------------- the runs
