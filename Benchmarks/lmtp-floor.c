@@ -433,6 +433,9 @@ int main(int argc, char **argv) {
     srandom((unsigned)time(NULL) ^ (unsigned)getpid());
     struct sigaction term = {.sa_handler = on_term};
     sigaction(SIGTERM, &term, NULL);
+    sigset_t term_only;
+    sigemptyset(&term_only);
+    sigaddset(&term_only, SIGTERM);
     int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     strcpy(address.sun_path, argv[1]);
     unlink(argv[1]);
@@ -450,8 +453,12 @@ int main(int argc, char **argv) {
         }
         struct session *s = calloc(1, sizeof *s);
         s->socket = fd;
+        /* A session starts with SIGTERM blocked: it is the accepting thread's, whose accept4 it interrupts. */
+        sigset_t was_blocked;
+        pthread_sigmask(SIG_BLOCK, &term_only, &was_blocked);
         pthread_t thread;
         if (pthread_create(&thread, &detached, serve, s)) fail("start a session");
+        pthread_sigmask(SIG_SETMASK, &was_blocked, NULL);
     }
     return 0;
 }
