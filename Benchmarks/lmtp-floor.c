@@ -7,15 +7,15 @@
  *       events.lock, index.log and events.jsonl in the folder STATE; exits on SIGTERM
  *
  * A session a thread. The data of a message, dot-unstuffed, goes into the session's spool (an unnamed file in
- * $TMPDIR, else /tmp, kept from one message to the next, cut to the message's length), is read back whole and
- * hashed (SHA-256, nettle: the message's key). A key placed before (by this process, or in the lines of index.log it
- * has read) is a duplicate: answered 250, nothing staged. Each attachment (a part with `filename="..."` and base64
+ * $TMPDIR, else /tmp, kept from one message to the next, cut to the message's length), is read back whole and hashed
+ * (SHA-256, nettle: the message's key). A key placed before (by this process, or in the lines of index.log it has
+ * read) is a duplicate: answered 250, nothing staged. Each attachment (a part with `filename="..."` and base64
  * content: the only MIME this floor knows, the benchmark's messages) is decoded into an unnamed file in INBOX
  * (O_TMPFILE), linked under a hidden staging name, its writeback started (sync_file_range) and its status read
- * (fstat), then fsynced and closed by its session. The session then
- * joins the group commit, as `inbox lmtp`'s sessions do: the first to come leads and places every message waiting
- * (at most 64). Under import.lock (flock): the lines other processes appended to index.log read, the keys looked up
- * again, one line an attachment appended to index.log and fdatasync'ed (the index's placing commit); under
+ * (fstat), then fsynced and closed by its session. The session then joins the group commit, as `inbox lmtp`'s
+ * sessions do: the first to come leads and places every message waiting (at most 64). Under import.lock (flock): the
+ * lines other processes appended to index.log read, the keys looked up again (a key twice in the batch is placed
+ * once), one line an attachment appended to index.log and fdatasync'ed (the index's placing commit); under
  * events.lock: the renames into INBOX (RENAME_NOREPLACE, another name when one is taken), INBOX fsynced, a
  * `delivered` record a file and an `imported` record a message (with seq and time) appended to events.jsonl in one
  * write and fsynced; then one line a message appended to index.log, not synced (the index's settle). Then each
@@ -135,7 +135,11 @@ static void place(struct request **batch, int size) {
     if (flock(import_lock, LOCK_EX)) fail("flock import.lock");
     read_index();
     pthread_mutex_lock(&group_lock);
-    for (int r = 0; r < size; r++) batch[r]->duplicate = known(batch[r]->key);
+    for (int r = 0; r < size; r++) {  /* placed before, or earlier in this batch */
+        batch[r]->duplicate = known(batch[r]->key);
+        for (int e = 0; e < r && !batch[r]->duplicate; e++)
+            batch[r]->duplicate = !strcmp(batch[e]->key, batch[r]->key);
+    }
     pthread_mutex_unlock(&group_lock);
     for (int r = 0; r < size; r++)
         for (int f = 0; f < batch[r]->count && !batch[r]->duplicate; f++)
@@ -182,7 +186,8 @@ static void place(struct request **batch, int size) {
     flock(events_lock, LOCK_UN);
     used = 0;
     for (int r = 0; r < size; r++)
-        if (!batch[r]->duplicate) used += (size_t)snprintf(text + used, sizeof text - used, "settled %s\n", batch[r]->key);
+        if (!batch[r]->duplicate)
+            used += (size_t)snprintf(text + used, sizeof text - used, "settled %s\n", batch[r]->key);
     write_all(index_log, text, used);
     index_read += (off_t)used;
     pthread_mutex_lock(&group_lock);
