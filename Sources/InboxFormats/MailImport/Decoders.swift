@@ -13,10 +13,12 @@ protocol TransferDecoder {
 /// Base64 as a careful reader takes it: bytes outside the alphabet are skipped, `=` ends a quantum (which may be
 /// followed by more), and an unpadded last quantum of 2 or 3 characters still counts.
 struct Base64Decoder: TransferDecoder {
-    private static let values: [UInt8] = {
-        var table = [UInt8](repeating: 0xFF, count: 256)
-        for (index, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() {
-            table[Int(byte)] = UInt8(index)
+    /// For each byte and each of a quantum's four places, the byte's 6 bits shifted to that place in the quantum's
+    /// 24 (`places[256 * place + byte]`); bit 31 marks a byte outside the alphabet. The last place's is the value.
+    private static let places: [UInt32] = {
+        var table = [UInt32](repeating: 0x8000_0000, count: 4 * 256)
+        for (value, byte) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8.enumerated() {
+            for place in 0..<4 { table[256 * place + Int(byte)] = UInt32(value) << (18 - 6 * place) }
         }
         return table
     }()
@@ -27,34 +29,32 @@ struct Base64Decoder: TransferDecoder {
     mutating func decode(_ input: UnsafeRawBufferPointer, into output: inout [UInt8]) {
         // Room for three bytes for every four characters, counting those of the quantum begun before and rounding up
         // (a quantum cut short by `=` holds fewer), trimmed to what was written at the end.
+        guard let bytes = input.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return }
         let start = output.count
         output.append(contentsOf: repeatElement(0, count: (count + input.count + 3) / 4 * 3))
         var written = start
         output.withUnsafeMutableBufferPointer { out in
-            Self.values.withUnsafeBufferPointer { values in
+            Self.places.withUnsafeBufferPointer { places in
                 var position = 0
                 while position < input.count {
                     // Between quanta, four characters of the alphabet in a row are three bytes at once.
-                    if count == 0 && input.count - position >= 4 {
-                        let a = values[Int(input[position])]
-                        let b = values[Int(input[position + 1])]
-                        let c = values[Int(input[position + 2])]
-                        let d = values[Int(input[position + 3])]
-                        if (a | b | c | d) < 64 {
-                            let word = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
-                            out[written] = UInt8(truncatingIfNeeded: word >> 16)
-                            out[written + 1] = UInt8(truncatingIfNeeded: word >> 8)
-                            out[written + 2] = UInt8(truncatingIfNeeded: word)
-                            written += 3
-                            position += 4
-                            continue
-                        }
+                    while count == 0 && input.count - position >= 4 {
+                        let word =
+                            places[Int(bytes[position])] | places[256 + Int(bytes[position + 1])]
+                            | places[512 + Int(bytes[position + 2])] | places[768 + Int(bytes[position + 3])]
+                        if word & 0x8000_0000 != 0 { break }
+                        out[written] = UInt8(truncatingIfNeeded: word >> 16)
+                        out[written + 1] = UInt8(truncatingIfNeeded: word >> 8)
+                        out[written + 2] = UInt8(truncatingIfNeeded: word)
+                        written += 3
+                        position += 4
                     }
-                    let byte = input[position]
+                    guard position < input.count else { break }
+                    let byte = bytes[position]
                     position += 1
-                    let value = values[Int(byte)]
+                    let value = places[768 + Int(byte)]
                     if value < 64 {
-                        quantum = quantum << 6 | UInt32(value)
+                        quantum = quantum << 6 | value
                         count += 1
                         if count == 4 {
                             out[written] = UInt8(truncatingIfNeeded: quantum >> 16)

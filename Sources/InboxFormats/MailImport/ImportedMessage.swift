@@ -19,8 +19,9 @@ public struct ImportedMessage: Sendable {
         public let item: InboxItem
         /// The decoded bytes delivered.
         public let size: Int64
-        /// The SHA-256 of those bytes, in lowercase hex.
-        public let sha256: String
+        /// The SHA-256 of those bytes, in lowercase hex; nil when the importer does not hash attachments
+        /// (`MailImporter.hashesAttachments`).
+        public let sha256: String?
         /// The part's lowercased `type/subtype`.
         public let contentType: String
     }
@@ -92,7 +93,7 @@ extension ImportedMessage {
             buffer.append(UInt8(ascii: ","))
             EventEncoding.appendPathMember("path", attachment.item.path, to: &buffer)
             buffer += Array(",\"size\":\(attachment.size)".utf8)
-            member("sha256", attachment.sha256)
+            if let sha256 = attachment.sha256 { member("sha256", sha256) }
             member("content_type", attachment.contentType)
             buffer.append(UInt8(ascii: "}"))
         }

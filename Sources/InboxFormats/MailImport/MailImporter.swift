@@ -10,6 +10,9 @@ public final class MailImporter {
     public let inbox: Inbox
     /// What a message may hold before it is refused.
     public let limits: MailLimits
+    /// Whether each attachment's SHA-256 is taken as it is written, for `ImportedMessage.Attachment.sha256`; a caller
+    /// that never reads it (LMTP) saves a pass over every attachment by turning it off.
+    public var hashesAttachments = true
     private let ledger: ImportLedger
     private let digest: SHA256Digest
     /// The Inbox folder, kept open from one message to the next by a caller that checks before each that it is still
@@ -117,7 +120,7 @@ public final class MailImporter {
         }
         var staged = StagedMessage(
             key: message.key, messageID: parsed.messageID, source: message.sourcePath, attachments: [])
-        var described: [(sha256: String, contentType: String)] = []
+        var described: [(sha256: String?, contentType: String)] = []
         if try !ledger.isComplete(message.key) {
             do throws(MailError) {
                 try parsed.forEachAttachment { attachment throws(MailError) in
@@ -173,20 +176,24 @@ public final class MailImporter {
     }
 
     /// Decodes an attachment into an import staging file in the Inbox, handed to `writes`; returns the staged
-    /// file and the SHA-256 (hex) of the bytes written.
+    /// file and, when `hashesAttachments`, the SHA-256 (hex) of the bytes written.
     private func stage(_ attachment: MailAttachment, of message: SourceMessage, in folder: CInt, writes: StagedWrites)
-        throws(MailError) -> (StagedDelivery, String)
+        throws(MailError) -> (StagedDelivery, String?)
     {
-        var sum: [UInt8] = []
+        var sum: [UInt8]?
         do {
             let file = try inbox.stage(
                 Inbox.importStagingName(), named: attachment.name, shown: message.source, in: folder, writes: writes
             ) { file in
+                guard hashesAttachments else {
+                    _ = try attachment.decode(into: file.rawValue)
+                    return
+                }
                 try digest.begin()
                 _ = try attachment.decode(into: file.rawValue, hashing: digest)
                 sum = try digest.finish()
             }
-            return (file, SHA256Digest.hex(sum))
+            return (file, sum.map { SHA256Digest.hex($0) })
         } catch let error as MailError {
             throw error
         } catch let error as ContainerError {
@@ -237,7 +244,7 @@ public final class MailImporter {
 private struct ImportBatch {
     enum Entry {
         case finished(ImportedMessage)
-        case staged(StagedMessage, described: [(sha256: String, contentType: String)], headers: ImportedMessage)
+        case staged(StagedMessage, described: [(sha256: String?, contentType: String)], headers: ImportedMessage)
     }
 
     private(set) var entries: [Entry] = []

@@ -77,6 +77,27 @@ import Testing
         #expect(python.last?.size == Int64(strippedTerminator.utf8.count))
     }
 
+    @Test func anImporterThatDoesNotHashAttachmentsDeliversTheSameBytesAndNamesNoHash() throws {
+        let scratch = try Scratch.withInbox()
+        defer { scratch.remove() }
+        let bytes = pattern(50_000, seed: 9)
+        let body = Data(bytes).base64EncodedString(options: [.lineLength76Characters, .endLineWithLineFeed])
+        let text = Self.message([("a.bin", "base64", body)])
+        let hashing = try MailImporter(inbox: Inbox(container: scratch.container))
+        let quiet = try MailImporter(inbox: Inbox(container: scratch.container))
+        quiet.hashesAttachments = false
+        let hashed = try hashing.importMessage(Data(text.utf8), source: "hashed")
+        let unhashed = try quiet.importMessage(Data((text + "\n").utf8), source: "unhashed")
+        #expect(hashed.attachments.map(\.sha256) == [try Self.sha256(bytes)])
+        #expect(hashed.json.contains("\"sha256\":\"\(try Self.sha256(bytes))\""))
+        #expect(unhashed.attachments.count == 1)
+        #expect(unhashed.attachments.first?.sha256 == nil)
+        #expect(!unhashed.json.contains("\"sha256\""))
+        for attachment in hashed.attachments + unhashed.attachments {
+            #expect(FileManager.default.contents(atPath: attachment.item.url.path) == Data(bytes))
+        }
+    }
+
     @Test func base64WithPaddingInTheMiddleOfAPartDecodesInFull() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
