@@ -4,7 +4,8 @@ import InboxKit
 
 /// One line of a message as `LineReader` hands it over: its first bytes, without the `\n`.
 struct ScannedLine {
-    /// The line's bytes, or its first `LineReader.headLimit` bytes when it is longer.
+    /// The line's bytes; one longer than `LineReader.headLimit` may be cut to its first `headLimit` bytes (it is
+    /// when it is not in the buffer at once).
     let head: UnsafeRawBufferPointer
     /// Whether bytes were left off `head`.
     let truncated: Bool
@@ -19,13 +20,15 @@ struct ScannedLine {
 final class LineReader {
     /// The most bytes of one line handed over; the rest of a longer line is skipped.
     static let headLimit = 16 * 1024
+    /// The most bytes read at once; a shorter range gets a buffer of its size (but room for two heads at least).
     private static let capacity = 256 * 1024
 
     private let fd: CInt
     private var offset: Int64
     private let end: Int64?
     private let buffer: UnsafeMutableRawBufferPointer
-    private let longHead: UnsafeMutableRawBufferPointer
+    /// Where a long line's head is copied, made for the first.
+    private var longHead: UnsafeMutableRawBufferPointer?
     private var low = 0
     private var high = 0
     private var atEnd = false
@@ -35,13 +38,15 @@ final class LineReader {
         self.fd = fd
         offset = start
         self.end = end
-        buffer = .allocate(byteCount: Self.capacity, alignment: 16)
-        longHead = .allocate(byteCount: Self.headLimit, alignment: 16)
+        let size = end.map {
+            Int(Swift.min(Int64(Self.capacity), Swift.max(Int64(2 * Self.headLimit), $0 - start + 1)))
+        }
+        buffer = .allocate(byteCount: size ?? Self.capacity, alignment: 16)
     }
 
     deinit {
         buffer.deallocate()
-        longHead.deallocate()
+        longHead?.deallocate()
     }
 
     /// Calls `body` with each line in order; stops early when `body` returns false.
@@ -79,6 +84,8 @@ final class LineReader {
 
     /// A line longer than `headLimit`: its head is copied aside and the rest skipped up to its `\n`.
     private func longLine() throws(MailError) -> ScannedLine {
+        let longHead = self.longHead ?? .allocate(byteCount: Self.headLimit, alignment: 16)
+        self.longHead = longHead
         longHead.copyMemory(from: UnsafeRawBufferPointer(rebasing: buffer[low..<(low + Self.headLimit)]))
         var length = Self.headLimit
         low += Self.headLimit
@@ -112,7 +119,7 @@ final class LineReader {
             high = left
             low = 0
         }
-        var want = Self.capacity - high
+        var want = buffer.count - high
         if let end { want = Int(Swift.min(Int64(want), Swift.max(end - offset, 0))) }
         guard want > 0 else {
             atEnd = true

@@ -23,8 +23,28 @@ struct StructureScan {
 
     /// The header fields GMime is given, the first and the last of each name: those that decide a part's type and
     /// name, and in the message's own header block those the import reports.
-    private static let partFields: Set<String> = ["content-type", "content-disposition", "content-transfer-encoding"]
-    private static let messageFields = partFields.union(["from", "subject", "date", "message-id"])
+    private enum Field: Int, CaseIterable {
+        case contentType, contentTransferEncoding, contentDisposition, from, subject, date, messageID
+
+        /// Each field's name, lowercased, in the order of the cases.
+        static let names = [
+            "content-type", "content-transfer-encoding", "content-disposition", "from", "subject",
+            "date", "message-id",
+        ].map { Array($0.utf8) }
+
+        /// Whether a part's header block (not the message's own) gives GMime this field.
+        var isPartField: Bool { rawValue <= Field.contentDisposition.rawValue }
+
+        /// The field a name is, case-insensitively; nil for one GMime is not given.
+        init?(name: UnsafeRawBufferPointer.SubSequence) {
+            guard
+                let index = Field.names.firstIndex(where: { wanted in
+                    wanted.count == name.count && zip(wanted, name).allSatisfy { $0 == MimeParameters.lowercased($1) }
+                })
+            else { return nil }
+            self.init(rawValue: index)
+        }
+    }
 
     private let fd: CInt
     private let limits: MailLimits
@@ -39,11 +59,12 @@ struct StructureScan {
     /// The file offset of the line being read.
     private var offset: Int64
     private let end: Int64?
-    /// The field being read: its lowercased name when GMime is given it, and where it starts.
-    private var field: (name: String?, start: Int64) = (nil, 0)
-    /// Where the header block being read starts, and the first and last field of each name GMime is given.
+    /// The field being read, when GMime is given it, and where it starts.
+    private var field: (name: Field?, start: Int64) = (nil, 0)
+    /// Where the header block being read starts, and the first and last field of each name GMime is given (indexed
+    /// by `Field`).
     private var blockStart: Int64
-    private var readFields: [String: (first: Range<Int64>, last: Range<Int64>)] = [:]
+    private var readFields = [(first: Range<Int64>, last: Range<Int64>)?](repeating: nil, count: Field.allCases.count)
     private var isMessageBlock = true
     /// The file without the preambles and epilogues; `keptStart` is where the range being kept began.
     private(set) var kept: [Range<Int64>] = []
@@ -118,9 +139,8 @@ struct StructureScan {
             return
         } else {
             endField()
-            let name = Self.fieldName(line.head, truncated: line.truncated)
-            let wanted = isMessageBlock ? Self.messageFields : Self.partFields
-            field = (name.flatMap { wanted.contains($0) ? $0 : nil }, offset)
+            let name = Self.fieldName(line.head, truncated: line.truncated).flatMap(Field.init(name:))
+            field = (name.flatMap { isMessageBlock || $0.isPartField ? $0 : nil }, offset)
         }
     }
 
@@ -128,7 +148,7 @@ struct StructureScan {
     private mutating func endField() {
         if let name = field.name {
             let range = field.start..<offset
-            readFields[name] = (readFields[name]?.first ?? range, range)
+            readFields[name.rawValue] = (readFields[name.rawValue]?.first ?? range, range)
         }
         field = (nil, offset)
     }
@@ -138,10 +158,11 @@ struct StructureScan {
     private mutating func finishBlock() {
         endField()
         keep(keptStart..<blockStart)
-        let ranges = Set(readFields.values.flatMap { [$0.first, $0.last] }).sorted { $0.lowerBound < $1.lowerBound }
-        for range in ranges { keep(range) }
+        var ranges: [Range<Int64>] = []
+        for case (let first, let last)? in readFields { ranges += first == last ? [first] : [first, last] }
+        for range in ranges.sorted(by: { $0.lowerBound < $1.lowerBound }) { keep(range) }
         keptStart = offset
-        readFields = [:]
+        for index in readFields.indices { readFields[index] = nil }
         blockBytes = 0
         isMessageBlock = false
     }
@@ -156,14 +177,16 @@ struct StructureScan {
         }
     }
 
-    /// A field's lowercased name as GMime reads names (before the `:`, without the blanks before it), from the head
-    /// of its first line (or the whole head of a line too long to show the `:`); `ContentTypeReading` checks the name
-    /// again on the whole field.
-    private static func fieldName(_ head: UnsafeRawBufferPointer, truncated: Bool) -> String? {
+    /// A field's name as GMime reads names (before the `:`, without the blanks before it), from the head of its
+    /// first line (or the whole head of a line too long to show the `:`); `ContentTypeReading` checks the name again
+    /// on the whole field.
+    private static func fieldName(_ head: UnsafeRawBufferPointer, truncated: Bool)
+        -> UnsafeRawBufferPointer.SubSequence?
+    {
         guard let colon = head.firstIndex(of: UInt8(ascii: ":")) ?? (truncated ? head.count : nil) else { return nil }
         var name = head[..<colon]
         while let last = name.last, last == 0x20 || last == 0x09 { name = name.dropLast() }
-        return String(decoding: name.map(MimeParameters.lowercased), as: UTF8.self)
+        return name
     }
 
     /// The end of a header block at its blank line: a multipart opens its boundary, a forwarded message starts its
@@ -171,8 +194,9 @@ struct StructureScan {
     private mutating func endHeaders(depth: Int, inDigest: Bool, after line: ScannedLine) throws(MailError) {
         endField()
         let kind = reading.kind(
-            contentType: try fieldBytes(readFields["content-type"]?.last),
-            transferEncoding: try fieldBytes(readFields["content-transfer-encoding"]?.first), inDigest: inDigest)
+            contentType: try fieldBytes(readFields[Field.contentType.rawValue]?.last),
+            transferEncoding: try fieldBytes(readFields[Field.contentTransferEncoding.rawValue]?.first),
+            inDigest: inDigest)
         finishBlock()
         switch kind {
         case .leaf:
