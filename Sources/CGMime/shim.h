@@ -30,9 +30,10 @@ static inline gboolean inbox_gmime_file_range(GMimeStream *stream, gint64 *start
     return TRUE;
 }
 
-/// A message file without some byte ranges (multiparts' preambles and epilogues, which GMime would hold in memory):
-/// a GMimeStreamCat of file streams over the ranges kept. A substream inside one kept range, as a persisted part's
-/// content is, is a file stream of the file's own offsets, so `inbox_gmime_file_range` reads it.
+/// A message file without some byte ranges (multiparts' preambles and epilogues, which GMime would hold in memory,
+/// and the middle of large leaves' contents, which it would only scan): a GMimeStreamCat of file streams over the
+/// ranges kept. A substream inside one kept range, or across gaps that are all a leaf's content left out (`joins`),
+/// as a persisted part's content is, is a file stream of the file's own offsets, so `inbox_gmime_file_range` reads it.
 typedef struct {
     GMimeStreamCat parent;
     int fd;
@@ -40,6 +41,8 @@ typedef struct {
     gint64 *starts;  // in the view, ascending; kept range i is [files[i], files[i] + lengths[i]) of the file
     gint64 *files;
     gint64 *lengths;
+    gboolean *joins;  // joins[i]: the gap after range i is part of one leaf's content, which a substream may span
+    gboolean *spanned;  // spanned[i]: a substream spanned the gap after range i
 } InboxSkipStream;
 
 typedef struct {
@@ -51,18 +54,31 @@ static inline GMimeStreamClass *inbox_skip_stream_parent_class(void) {
     return GMIME_STREAM_CLASS(g_type_class_peek(GMIME_TYPE_STREAM_CAT));
 }
 
-static inline GMimeStream *inbox_skip_stream_substream(GMimeStream *stream, gint64 start, gint64 end) {
-    InboxSkipStream *view = (InboxSkipStream *)stream;
-    guint low = 0, high = view->count;  // the last kept range that starts at or before `start`
+/// The last kept range that starts at or before `position` of the view.
+static inline guint inbox_skip_stream_range(InboxSkipStream *view, gint64 position) {
+    guint low = 0, high = view->count;
     while (high - low > 1) {
         guint middle = low + (high - low) / 2;
-        if (view->starts[middle] <= start) low = middle; else high = middle;
+        if (view->starts[middle] <= position) low = middle; else high = middle;
     }
-    if (view->count > 0 && end != -1 && start >= view->starts[low] && end <= view->starts[low] + view->lengths[low]) {
-        gint64 offset = view->files[low] - view->starts[low];
-        GMimeStream *file = g_mime_stream_fs_new_with_bounds(view->fd, start + offset, end + offset);
-        if (file != NULL) inbox_gmime_stream_fs_disown(file);
-        return file;
+    return low;
+}
+
+static inline GMimeStream *inbox_skip_stream_substream(GMimeStream *stream, gint64 start, gint64 end) {
+    InboxSkipStream *view = (InboxSkipStream *)stream;
+    if (view->count > 0 && end != -1 && start >= 0 && end >= start) {
+        guint low = inbox_skip_stream_range(view, start);
+        guint high = end > start ? inbox_skip_stream_range(view, end - 1) : low;
+        gboolean joined = end <= view->starts[high] + view->lengths[high];
+        for (guint i = low; joined && i < high; i++) joined = view->joins[i];
+        if (joined) {
+            for (guint i = low; i < high; i++) view->spanned[i] = TRUE;
+            gint64 first = view->files[low] - view->starts[low];
+            gint64 last = view->files[high] - view->starts[high];
+            GMimeStream *file = g_mime_stream_fs_new_with_bounds(view->fd, start + first, end + last);
+            if (file != NULL) inbox_gmime_stream_fs_disown(file);
+            return file;
+        }
     }
     return inbox_skip_stream_parent_class()->substream(stream, start, end);
 }
@@ -72,6 +88,8 @@ static inline void inbox_skip_stream_finalize(GObject *object) {
     g_free(view->starts);
     g_free(view->files);
     g_free(view->lengths);
+    g_free(view->joins);
+    g_free(view->spanned);
     G_OBJECT_CLASS(inbox_skip_stream_parent_class())->finalize(object);
 }
 
@@ -92,9 +110,10 @@ static inline GType inbox_skip_stream_get_type(void) {
     return type;
 }
 
-/// A view of the file open at `fd` made of its byte ranges [starts[i], ends[i]), in order; the descriptor stays
-/// the caller's.
-static inline GMimeStream *inbox_skip_stream_new(int fd, const gint64 *starts, const gint64 *ends, guint count) {
+/// A view of the file open at `fd` made of its byte ranges [starts[i], ends[i]), in order, where `joins[i]` says
+/// the gap after range i is a leaf's content left out (NULL: none is); the descriptor stays the caller's.
+static inline GMimeStream *inbox_skip_stream_new(
+    int fd, const gint64 *starts, const gint64 *ends, const gboolean *joins, guint count) {
     InboxSkipStream *view = g_object_new(inbox_skip_stream_get_type(), NULL);
     g_mime_stream_construct(GMIME_STREAM(view), 0, -1);
     view->fd = fd;
@@ -102,11 +121,14 @@ static inline GMimeStream *inbox_skip_stream_new(int fd, const gint64 *starts, c
     view->starts = g_new(gint64, count);
     view->files = g_new(gint64, count);
     view->lengths = g_new(gint64, count);
+    view->joins = g_new0(gboolean, count);
+    view->spanned = g_new0(gboolean, count);
     gint64 position = 0;
     for (guint i = 0; i < count; i++) {
         view->starts[i] = position;
         view->files[i] = starts[i];
         view->lengths[i] = ends[i] - starts[i];
+        if (joins != NULL) view->joins[i] = joins[i];
         position += view->lengths[i];
         GMimeStream *file = g_mime_stream_fs_new_with_bounds(fd, starts[i], ends[i]);
         inbox_gmime_stream_fs_disown(file);
@@ -114,6 +136,16 @@ static inline GMimeStream *inbox_skip_stream_new(int fd, const gint64 *starts, c
         g_object_unref(file);
     }
     return GMIME_STREAM(view);
+}
+
+/// Whether every gap of leaf content left out of the view was spanned by a substream (a part's content): then
+/// GMime read each gap inside a leaf's content, where no line of it could change what it parsed.
+static inline gboolean inbox_skip_stream_joins_spanned(GMimeStream *stream) {
+    InboxSkipStream *view = (InboxSkipStream *)stream;
+    for (guint i = 0; i < view->count; i++) {
+        if (view->joins[i] && !view->spanned[i]) return FALSE;
+    }
+    return TRUE;
 }
 
 #endif

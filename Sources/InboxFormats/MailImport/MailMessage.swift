@@ -6,8 +6,8 @@ import InboxKit
 /// One mail message read with GMime, its parts' contents left on disk (ARCHITECTURE.md, "Mail import").
 ///
 /// The structure scan refuses a message past its limits before GMime reads it; GMime then parses it over the
-/// caller's descriptor (without the multiparts' preambles and epilogues) with a persistent stream, so a part's
-/// content is a byte range of the file, decoded only when an attachment is asked for. Not thread-safe; the descriptor must stay open, and its file offset is GMime's.
+/// caller's descriptor (without the multiparts' preambles and epilogues, or the middle of large leaves' contents) with
+/// a persistent stream, so a part's content is a byte range of the file, decoded only when an attachment is asked for. Not thread-safe; the descriptor must stay open, and its file offset is GMime's.
 public final class MailMessage {
     /// The Message-ID without its angle brackets, when present.
     public let messageID: String?
@@ -42,24 +42,19 @@ public final class MailMessage {
         let start = range?.lowerBound ?? 0
         let scan = try StructureScan.check(fd: fd, start: start, end: range?.upperBound, limits: limits)
         GMimeLibrary.ensureInitialised()
-        guard let rawStream = Self.stream(fd, scan.kept) else {
-            throw .io(ContainerError(.failure, "GMime cannot read the message"))
+        var kept = scan.kept
+        var parse = try Self.parse(fd, kept, elided: scan.elided)
+        if !parse.readEveryRun {
+            // GMime did not read some content left out as a leaf's: read again with all of it, as if never left out.
+            kept = Self.merged(kept, scan.elided)
+            parse = try Self.parse(fd, kept, elided: [])
         }
-        let stream = GObjectReference(taking: rawStream)
-        guard let rawParser = g_mime_parser_new_with_stream(stream.pointer) else {
-            throw .io(ContainerError(.failure, "GMime cannot make a parser"))
-        }
-        let parser = GObjectReference(taking: rawParser)
-        g_mime_parser_set_persist_stream(parser.pointer, 1)
-        guard let rawMessage = g_mime_parser_construct_message(parser.pointer, nil) else {
-            throw .notAMessage("GMime finds no message in it")
-        }
-        let message = GObjectReference(taking: rawMessage)
+        let message = parse.message
         self.fd = fd
         self.limits = limits
-        kept = scan.kept
-        self.stream = stream
-        self.parser = parser
+        self.kept = kept
+        stream = parse.stream
+        parser = parse.parser
         self.message = message
         messageID = GMimeLibrary.text(g_mime_message_get_message_id(message.pointer))
         subject = GMimeLibrary.text(g_mime_message_get_subject(message.pointer))
@@ -80,12 +75,52 @@ public final class MailMessage {
         return nil
     }
 
-    /// The message for GMime: a view of the file without the preambles and epilogues the scan found, whose offsets
-    /// `fileOffset` maps back to the file's.
-    private static func stream(_ fd: CInt, _ kept: [Range<Int64>]) -> UnsafeMutablePointer<GMimeStream>? {
+    /// GMime's parse of the view of the file made of `kept`, whose gaps that are `elided` runs of leaf content a
+    /// part's content may span; `readEveryRun` when each run was read inside a part's content, as the scan expects
+    /// (else GMime parsed something other than the whole message would give).
+    static func parse(_ fd: CInt, _ kept: [Range<Int64>], elided: [Range<Int64>]) throws(MailError) -> (
+        stream: GObjectReference<GMimeStream>, parser: GObjectReference<GMimeParser>,
+        message: GObjectReference<GMimeMessage>, readEveryRun: Bool
+    ) {
+        guard let rawStream = stream(fd, kept, elided: elided) else {
+            throw .io(ContainerError(.failure, "GMime cannot read the message"))
+        }
+        let stream = GObjectReference(taking: rawStream)
+        guard let rawParser = g_mime_parser_new_with_stream(stream.pointer) else {
+            throw .io(ContainerError(.failure, "GMime cannot make a parser"))
+        }
+        let parser = GObjectReference(taking: rawParser)
+        g_mime_parser_set_persist_stream(parser.pointer, 1)
+        guard let rawMessage = g_mime_parser_construct_message(parser.pointer, nil) else {
+            throw .notAMessage("GMime finds no message in it")
+        }
+        let message = GObjectReference(taking: rawMessage)
+        return (stream, parser, message, elided.isEmpty || inbox_skip_stream_joins_spanned(stream.pointer) != 0)
+    }
+
+    /// The message for GMime: a view of the file without what the scan left out, whose offsets `fileOffset` maps
+    /// back to the file's.
+    private static func stream(_ fd: CInt, _ kept: [Range<Int64>], elided: [Range<Int64>])
+        -> UnsafeMutablePointer<GMimeStream>?
+    {
         let starts = kept.map { gint64($0.lowerBound) }
         let ends = kept.map { gint64($0.upperBound) }
-        return inbox_skip_stream_new(fd, starts, ends, guint(kept.count))
+        let elidedStarts = Set(elided.map(\.lowerBound))
+        let joins = kept.map { gboolean(elidedStarts.contains($0.upperBound) ? 1 : 0) }
+        return inbox_skip_stream_new(fd, starts, ends, joins, guint(kept.count))
+    }
+
+    /// `kept` with the `elided` runs between its ranges put back, ranges that touch joined.
+    static func merged(_ kept: [Range<Int64>], _ elided: [Range<Int64>]) -> [Range<Int64>] {
+        var merged: [Range<Int64>] = []
+        for range in (kept + elided).sorted(by: { $0.lowerBound < $1.lowerBound }) {
+            if let last = merged.last, last.upperBound == range.lowerBound {
+                merged[merged.count - 1] = last.lowerBound..<range.upperBound
+            } else {
+                merged.append(range)
+            }
+        }
+        return merged
     }
 
     private static func addresses(_ list: UnsafeMutablePointer<InternetAddressList>?) -> String? {

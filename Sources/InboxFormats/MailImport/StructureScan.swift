@@ -7,7 +7,8 @@ import InboxKit
 /// block's Content-Type is read by GMime's own parser (`PartKind`), so the scan follows the type and boundary GMime
 /// will follow however they are spelled. It also finds what GMime would hold in memory and the import never reads:
 /// the multiparts' preambles and epilogues, and every header field but the first and last of those the import reads
-/// (`readFields`). The parse reads the message without them (`kept`).
+/// (`readFields`); and what GMime would only scan for boundaries: the lines of a large leaf's content but its first,
+/// its last and any that starts with `-` (`elided`). The parse reads the message without them (`kept`).
 struct StructureScan {
     private struct OpenMultipart {
         let delimiter: [UInt8]  // "--" + boundary
@@ -69,6 +70,15 @@ struct StructureScan {
     /// The file without the preambles and epilogues; `keptStart` is where the range being kept began.
     private(set) var kept: [Range<Int64>] = []
     private var keptStart: Int64
+    /// The runs of leaf content left out of `kept`; each lies between two ranges of it.
+    private(set) var elided: [Range<Int64>] = []
+    /// The lines read of the leaf content being read, and the run of them GMime need not see: where it starts, and
+    /// where its last line (which GMime is given) starts.
+    private var leafLines = 0
+    private var elidable: (start: Int64, lastLine: Int64)?
+
+    /// The least run of a leaf's content worth leaving out (each costs GMime a stream).
+    static let elisionMinimum: Int64 = 2048
 
     /// The longest boundary followed; a message with a longer one is refused (RFC 2046 allows 70 bytes).
     static let boundaryLimit = LineReader.headLimit - 8
@@ -83,9 +93,9 @@ struct StructureScan {
     }
 
     /// Scans the message in `range` of the file open at `fd`; throws `.notAMessage` or `.refused`, else returns
-    /// its parts, its depth and the byte ranges for GMime to read.
+    /// its parts, its depth, the byte ranges for GMime to read and the runs of leaf content left out of them.
     static func check(fd: CInt, start: Int64, end: Int64?, limits: MailLimits) throws(MailError) -> (
-        parts: Int, depth: Int, kept: [Range<Int64>]
+        parts: Int, depth: Int, kept: [Range<Int64>], elided: [Range<Int64>]
     ) {
         var scan = StructureScan(fd: fd, start: start, end: end, limits: limits)
         try LineReader(fd: fd, start: start, end: end).forEachLine { (line) throws(MailError) in
@@ -95,8 +105,9 @@ struct StructureScan {
         }
         if scan.firstLine { throw .notAMessage("the file is empty") }
         if case .headers = scan.state { scan.finishBlock() }  // the file ends inside a header block
+        scan.elideRun()  // the file ends inside a leaf's content
         scan.keep(scan.keptStart..<scan.offset)
-        return (scan.parts, scan.deepest, scan.kept)
+        return (scan.parts, scan.deepest, scan.kept, scan.elided)
     }
 
     private mutating func take(_ line: ScannedLine) throws(MailError) {
@@ -104,10 +115,31 @@ struct StructureScan {
         case .headers(let depth, let inDigest):
             try takeHeaderLine(line, depth: depth, inDigest: inDigest)
         case .body(let face):
+            if !face { takeLeafLine(line) }
             let isDelimiter = line.head.count >= 2 && line.head[0] == 0x2D && line.head[1] == 0x2D
             if isDelimiter, try takeBoundary(line) { return }
             if face { skip(line) }
         }
+    }
+
+    /// Notes a line of a leaf's content that GMime need not see: GMime only scans such a line for a boundary, which
+    /// starts with `--`, and finds where the content starts and ends by its first line and its last.
+    private mutating func takeLeafLine(_ line: ScannedLine) {
+        defer { leafLines += 1 }
+        guard leafLines > 0, line.head.first != UInt8(ascii: "-") else {
+            elideRun()
+            return
+        }
+        elidable = (elidable?.start ?? offset, offset)
+    }
+
+    /// Leaves the run of leaf content noted out of what GMime reads, but its last line, if it is large enough.
+    private mutating func elideRun() {
+        defer { elidable = nil }
+        guard let run = elidable, run.lastLine - run.start >= Self.elisionMinimum else { return }
+        keep(keptStart..<run.start)
+        keptStart = run.lastLine
+        elided.append(run.start..<run.lastLine)
     }
 
     /// Leaves a preamble or epilogue line out of what GMime reads.
@@ -201,6 +233,7 @@ struct StructureScan {
         switch kind {
         case .leaf:
             state = .body(face: false)
+            leafLines = 0
         case .message:
             try startPart(depth: depth + 1, inDigest: false, at: offset + Int64(line.length))
         case .multipart(let boundary, let isDigest):

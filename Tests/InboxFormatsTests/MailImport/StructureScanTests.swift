@@ -1,0 +1,104 @@
+import AppContainer
+import Foundation
+import TestSupport
+import Testing
+
+@testable import InboxFormats
+@testable import InboxKit
+
+/// The structure scan leaves out of GMime's view what GMime would only scan (ARCHITECTURE.md, "Mail import"): the
+/// middle of a large leaf's content, never a line that starts with `-`; and a view GMime did not read as the scan
+/// expects is never used.
+@Suite struct StructureScanTests {
+    /// Text whose lines start with `-` here and there, none of them the boundary `B`.
+    static let dashed: String = (0..<400).map { index in
+        switch index % 100 {
+        case 7: "-- not the boundary"
+        case 60: "--B-- is not it either, nor --Bx"
+        case 61: "-x"
+        default: "line \(index) of the notes, long enough to make a run of them worth leaving out"
+        }
+    }.joined(separator: "\n")
+
+    static let attachment = pattern(60_000, seed: 11)
+
+    static func message() -> String {
+        """
+        From: a@example.com
+        Subject: elision
+        MIME-Version: 1.0
+        Content-Type: multipart/mixed; boundary="B"
+
+        --B
+        Content-Type: text/plain
+
+        hello
+        --B
+        Content-Type: text/plain
+        Content-Disposition: attachment; filename="notes.txt"
+
+        \(dashed)
+        --B
+        Content-Type: application/octet-stream
+        Content-Disposition: attachment; filename="data.bin"
+        Content-Transfer-Encoding: base64
+
+        \(MailParseStructureTests.base64(attachment))
+        --B--
+
+        """
+    }
+
+    @Test func largeLeavesAreLeftOutButTheirFirstLastAndDashedLines() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = try MailParse.write(Self.message(), in: scratch.path, as: "elision.eml")
+        let text = Array(Self.message().utf8)
+        let (file, _) = try MailParse.open(path)
+        let scan = try StructureScan.check(fd: file.rawValue, start: 0, end: Int64(text.count), limits: MailLimits())
+        // The notes are cut at each dashed line (eight runs between them), the attachment is one run.
+        #expect(scan.elided.count == 9)
+        for run in scan.elided {
+            #expect(run.count >= StructureScan.elisionMinimum)
+            let bytes = text[Int(run.lowerBound)..<Int(run.upperBound)]
+            let lines = bytes.split(separator: 0x0A, omittingEmptySubsequences: false).dropLast()
+            #expect(lines.allSatisfy { $0.first != UInt8(ascii: "-") }, "a dashed line left out")
+            #expect(run.lowerBound == 0 || text[Int(run.lowerBound) - 1] == 0x0A)
+            #expect(text[Int(run.upperBound) - 1] == 0x0A)
+            // Never the first line of a content (after the blank line) nor its last (before a delimiter).
+            #expect(!text[..<Int(run.lowerBound)].suffix(2).elementsEqual([0x0A, 0x0A]))
+            #expect(text[Int(run.upperBound)] != UInt8(ascii: "-"))
+            #expect(!scan.kept.contains { $0.overlaps(run) })
+        }
+        // The attachments are what Python reads, byte for byte.
+        let got = try MailParse.attachments(path)
+        #expect(got.map(\.size) == [Int64(Self.dashed.utf8.count), Int64(Self.attachment.count)])
+        #expect(got.last?.sha256 == (try MailParseDecodingTests.sha256(Self.attachment)))
+        let python = try #require(try MailParse.oracleAttachments([path])[path])
+        #expect(python == got)
+    }
+
+    @Test func aViewWhoseLeftOutRunGMimeDidNotReadAsContentIsNotUsed() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = try MailParse.write(Self.message(), in: scratch.path, as: "elision.eml")
+        let text = Array(Self.message().utf8)
+        let (file, _) = try MailParse.open(path)
+        let scan = try StructureScan.check(fd: file.rawValue, start: 0, end: Int64(text.count), limits: MailLimits())
+        try #require(!scan.elided.isEmpty)
+        #expect(try MailMessage.parse(file.rawValue, scan.kept, elided: scan.elided).readEveryRun)
+        // The first part's Content-Type field left out as if it were content: GMime reads that gap in a header block.
+        let field = Array("Content-Type: text/plain\n\nhello".utf8)
+        let at = Int64(try #require(text.indices.first { text[$0...].starts(with: field) }))
+        let line = at..<(at + Int64("Content-Type: text/plain\n".utf8.count))
+        let whole = MailMessage.merged(scan.kept, scan.elided)
+        let cut = whole.flatMap { range in
+            range.contains(line.lowerBound)
+                ? [range.lowerBound..<line.lowerBound, line.upperBound..<range.upperBound] : [range]
+        }
+        #expect(try !MailMessage.parse(file.rawValue, cut, elided: [line]).readEveryRun)
+        // Put back, the runs give the whole view: every byte kept or left out once, in order.
+        #expect(whole.reduce(0) { $0 + $1.count } == (scan.kept + scan.elided).reduce(0) { $0 + $1.count })
+        #expect(zip(whole, whole.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound })
+    }
+}
