@@ -19,8 +19,9 @@ struct DataUnstuffing: Equatable {
 
     var state = State.lineStart(afterCRLF: true)
 
-    /// Reads `input` from `position`, appending the message's bytes to `output` until it holds `limit` bytes or the
-    /// input ends; returns true at the end of the data, `position` then just past it.
+    /// Reads `input` from `position`, appending the message's bytes to `output` until it holds `limit` bytes (one
+    /// more when a CR held back is written with the byte after it) or the input ends; returns true at the end of the
+    /// data, `position` then just past it.
     mutating func read(_ input: [UInt8], from position: inout Int, into output: inout [UInt8], limit: Int) -> Bool {
         while position < input.count && output.count < limit {
             if state == .middle {
@@ -37,6 +38,16 @@ struct DataUnstuffing: Equatable {
                 output.append(contentsOf: input[position..<stop])
                 position = stop
                 if stop == end { continue }
+                // A line end followed by a byte that is not a dot: the next line starts inside a run, as `feed` would
+                // leave it (only a dot at a line's start means anything).
+                let lineEnd = input[stop] == 0x0D ? 2 : 1
+                if stop + lineEnd < input.count, input[stop + lineEnd - 1] == 0x0A,
+                    input[stop + lineEnd] != UInt8(ascii: ".")
+                {
+                    output.append(0x0A)
+                    position = stop + lineEnd
+                    continue
+                }
             }
             let byte = input[position]
             position += 1
@@ -102,7 +113,8 @@ extension LMTPProtocol {
     mutating func stepData() -> Action? {
         var chunk: [UInt8] = []
         chunk.reserveCapacity(min(limits.dataChunk, input.count - position + 1))
-        let ended = unstuffing.read(input, from: &position, into: &chunk, limit: limits.dataChunk)
+        // One byte short of the chunk's bound: a CR held back may come with the byte after it.
+        let ended = unstuffing.read(input, from: &position, into: &chunk, limit: max(limits.dataChunk - 1, 1))
         let over = dataBytes > limits.messageBytes
         dataBytes += Int64(chunk.count)
         if over || dataBytes > limits.messageBytes {

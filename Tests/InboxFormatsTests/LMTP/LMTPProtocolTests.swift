@@ -200,6 +200,20 @@ import Testing
         #expect(session.data.count == 100 * 100)
     }
 
+    @Test func aBareCRAtAChunksEndStaysWithinTheLimit() {
+        // A bare CR is held back until the byte after it: the two are written together, still within the chunk.
+        for chunk in 2...9 {
+            var limits = LMTPProtocol.Limits(messageBytes: 1 << 30)
+            limits.dataChunk = chunk
+            var session = Driven(limits: limits)
+            session.open()
+            session.send("RCPT TO:<me@x>\r\nDATA\r\n")
+            session.send(String(repeating: "ab\rc\r\r\n.\rd\r\n", count: 20) + ".\r\n")
+            #expect(session.chunks.allSatisfy { $0 <= chunk }, "\(chunk): \(session.chunks)")
+            #expect(session.data == Array(String(repeating: "ab\rc\r\n\rd\n", count: 20).utf8))
+        }
+    }
+
     @Test func transactionsOutOfOrderAre503() {
         var session = Driven()
         _ = session.replies()
@@ -339,5 +353,58 @@ import Testing
     @Test func replyTextIsPrintableASCII() {
         #expect(LMTPProtocol.shown(Array("é\u{1B}[2Jx".utf8)) == "\\xC3\\xA9\\x1B[2Jx")
         #expect(LMTPProtocol.reply(String(repeating: "z", count: 600)).count == 512)
+    }
+
+    /// The unstuffing (which copies runs and whole line ends at once) gives what the rules give read a line at a time,
+    /// for data with dots, bare CRs and bare LFs anywhere, in any split and any chunk limit.
+    @Test func unstuffingReadsAsTheRulesDoLineByLine() {
+        let pieces = ["ab", "c", ".", "..", "\r", "\n", "\r\n", "\r\n.", "\n.", ".\r", "x\ry", "\r\n..\r\n"].map {
+            Array($0.utf8)
+        }
+        for round in 0..<300 {
+            let noise = pattern(500, seed: UInt64(round + 1))
+            var data: [UInt8] = []
+            for index in 0..<(Int(noise[0]) + 20) { data += pieces[Int(noise[1 + index]) % pieces.count] }
+            data += Array("\r\n.\r\n".utf8)
+            let expected = Self.unstuffedByTheRules(data)
+            let split = 1 + Int(noise[490]) % 40
+            let limit = 1 + Int(noise[491]) % 50
+            var unstuffing = DataUnstuffing()
+            var output: [UInt8] = []
+            var end: Int?
+            var start = 0
+            while end == nil && start < data.count {
+                let input = Array(data[start..<min(start + split, data.count)])
+                var position = 0
+                while position < input.count && end == nil {
+                    var chunk: [UInt8] = []
+                    if unstuffing.read(input, from: &position, into: &chunk, limit: limit) { end = start + position }
+                    #expect(chunk.count <= limit + 1)
+                    output += chunk
+                }
+                start += input.count
+            }
+            #expect(output == expected.output, "round \(round)")
+            #expect(end == expected.end, "round \(round)")
+        }
+    }
+
+    /// RFC 5321 4.5.2 read a line at a time: a line is up to LF, its end CRLF or a bare LF (either written as LF);
+    /// a dot starting a line is dropped; the data ends at a line "." ended by CRLF after a CRLF (or at the start).
+    static func unstuffedByTheRules(_ data: [UInt8]) -> (output: [UInt8], end: Int?) {
+        var output: [UInt8] = []
+        var start = 0
+        var afterCRLF = true
+        while let newline = data[start...].firstIndex(of: 0x0A) {
+            var line = data[start..<newline]
+            let crlf = line.last == 0x0D
+            if crlf { line = line.dropLast() }
+            if afterCRLF && crlf && line.elementsEqual([UInt8(ascii: ".")]) { return (output, newline + 1) }
+            if line.first == UInt8(ascii: ".") { line = line.dropFirst() }
+            output += line + [0x0A]
+            afterCRLF = crlf
+            start = newline + 1
+        }
+        return (output, nil)
     }
 }
