@@ -13,15 +13,17 @@ extension LMTPProtocol {
 
     /// `bytes` as reply text: printable ASCII as it is, every other byte `\xHH`.
     package static func shown(_ bytes: [UInt8]) -> String {
-        var text = ""
+        let hex = Array("0123456789ABCDEF".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(bytes.count)
         for byte in bytes {
             if (0x20...0x7E).contains(byte) {
-                text.unicodeScalars.append(Unicode.Scalar(byte))
+                text.append(byte)
             } else {
-                text += (byte < 0x10 ? "\\x0" : "\\x") + String(byte, radix: 16, uppercase: true)
+                text += [UInt8(ascii: "\\"), UInt8(ascii: "x"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
             }
         }
-        return text
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The address and parameters of `FROM:<address> PARAM…` (`prefix` `FROM:` or `TO:`, in any case); a source
