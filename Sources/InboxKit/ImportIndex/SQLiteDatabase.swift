@@ -74,17 +74,28 @@ final class SQLiteDatabase {
     /// commit syncs it with its own.
     func transaction<R>(durable: Bool = true, _ body: () throws(ContainerError) -> R) throws(ContainerError) -> R {
         if synchronousFull != durable {
-            try execute(durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
+            try run(durable ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL")
             synchronousFull = durable
         }
-        try execute("BEGIN IMMEDIATE")
+        try run("BEGIN IMMEDIATE")
         do {
             let value = try body()
-            try execute("COMMIT")
+            try run("COMMIT")
             return value
         } catch {
             _ = sqlite.exec(handle, "ROLLBACK", nil, nil, nil)
             throw error
+        }
+    }
+
+    /// Runs one statement that returns no rows, prepared once: a transaction's own statements run for every batch,
+    /// not parsed again each time.
+    private func run(_ sql: String) throws(ContainerError) {
+        let statement = try statement(sql)
+        defer { _ = sqlite.reset(statement) }
+        let result = sqlite.step(statement)
+        guard result == SQLITE_DONE || result == SQLITE_ROW else {
+            throw Self.error(result, handle, sqlite, doing: "write", path)
         }
     }
 
