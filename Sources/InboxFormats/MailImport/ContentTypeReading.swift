@@ -40,6 +40,27 @@ final class ContentTypeReading {
     /// The kind of part whose header block has these fields (each whole: name, `:`, value, line ends).
     func kind(contentType: [UInt8]?, transferEncoding: [UInt8]?, inDigest: Bool) -> PartKind {
         guard let raw = contentType.flatMap(Self.value) else { return inDigest ? .message : .leaf }
+        // Outside a digest, GMime makes a leaf of every type but a multipart or a message, and of one it cannot
+        // read: a value that plainly starts with another type needs no parse.
+        if !inDigest, let media = Self.plainMediaType(raw), media != "multipart", media != "message" { return .leaf }
+        return kindByGMime(raw, transferEncoding: transferEncoding, inDigest: inDigest)
+    }
+
+    /// The media type a raw value starts with, lowercased, when it plainly does: blanks, then letters, digits and
+    /// `-`, then `/`. Nil for anything else (a comment, an encoded word, a folded line), which GMime reads.
+    static func plainMediaType(_ raw: [UInt8]) -> String? {
+        guard let start = raw.firstIndex(where: { $0 != 0x20 && $0 != 0x09 }) else { return nil }
+        let isTokenByte = { (byte: UInt8) in
+            (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || byte == 0x2D
+        }
+        guard let slash = raw[start...].firstIndex(where: { !isTokenByte($0) }), slash > start,
+            raw[slash] == UInt8(ascii: "/")
+        else { return nil }
+        return String(decoding: raw[start..<slash].map(MimeParameters.lowercased), as: UTF8.self)
+    }
+
+    /// `kind` as GMime's own functions read the raw value.
+    func kindByGMime(_ raw: [UInt8], transferEncoding: [UInt8]?, inDigest: Bool) -> PartKind {
         let type = parsed(raw)
         defer { g_object_unref(type.pointer) }
         if type.invalid { return inDigest ? .message : .leaf }
