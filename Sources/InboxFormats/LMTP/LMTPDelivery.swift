@@ -69,7 +69,7 @@ package struct LMTPDelivery: Sendable {
             let importer = try MailImporter(
                 inbox: try Inbox(container: container, lockWait: .delivery), limits: delivery.limits,
                 group: delivery.groups.group(for: Array(identity.dropFirst())))
-            importer.hashesAttachments = false  // no reply names an attachment's hash
+            importer.describes = false  // no reply names a subject or an attachment's hash
             // Its Inbox kept open while the identity holds, if it is the folder the identity names (the descriptor
             // keeps that folder's inode from being reused).
             let folder = SharedDescriptor(try container.openFolder(.inbox))

@@ -19,8 +19,8 @@ public struct ImportedMessage: Sendable {
         public let item: InboxItem
         /// The decoded bytes delivered.
         public let size: Int64
-        /// The SHA-256 of those bytes, in lowercase hex; nil when the importer does not hash attachments
-        /// (`MailImporter.hashesAttachments`).
+        /// The SHA-256 of those bytes, in lowercase hex; nil when the importer does not describe messages in full
+        /// (`MailImporter.describes`).
         public let sha256: String?
         /// The part's lowercased `type/subtype`.
         public let contentType: String
@@ -30,7 +30,7 @@ public struct ImportedMessage: Sendable {
     public let sourcePath: [UInt8]
     /// The `Message-ID`, without its angle brackets; nil when the message has none.
     public let messageID: String?
-    /// The decoded `Subject`, when there is one.
+    /// The decoded `Subject`, when there is one (and the importer `describes`, as the next two).
     public let subject: String?
     /// The `From` addresses, decoded, when there are any.
     public let from: String?

@@ -10,9 +10,10 @@ public final class MailImporter {
     public let inbox: Inbox
     /// What a message may hold before it is refused.
     public let limits: MailLimits
-    /// Whether each attachment's SHA-256 is taken as it is written, for `ImportedMessage.Attachment.sha256`; a caller
-    /// that never reads it (LMTP) saves a pass over every attachment by turning it off.
-    public var hashesAttachments = true
+    /// Whether `ImportedMessage` describes each message in full: its Subject, From and Date, and each attachment's
+    /// SHA-256 (the `--json` object). A caller that never reads them (LMTP) turns it off: GMime is not given the
+    /// three fields, and no attachment is hashed. Off, they are nil.
+    public var describes = true
     private let ledger: ImportLedger
     private let digest: SHA256Digest
     /// The Inbox folder, kept open from one message to the next by a caller that checks before each that it is still
@@ -113,7 +114,7 @@ public final class MailImporter {
         do {
             parsed = try MailMessage(
                 reading: message.file.rawValue, range: message.offset..<(message.offset + message.length),
-                limits: limits)
+                limits: limits, headline: describes)
         } catch {
             batch.append(.finished(try refuse(message, error, parsed: nil)), key: message.key)
             return
@@ -176,7 +177,7 @@ public final class MailImporter {
     }
 
     /// Decodes an attachment into an import staging file in the Inbox, handed to `writes`; returns the staged
-    /// file and, when `hashesAttachments`, the SHA-256 (hex) of the bytes written.
+    /// file and, when `describes`, the SHA-256 (hex) of the bytes written.
     private func stage(_ attachment: MailAttachment, of message: SourceMessage, in folder: CInt, writes: StagedWrites)
         throws(MailError) -> (StagedDelivery, String?)
     {
@@ -185,7 +186,7 @@ public final class MailImporter {
             let file = try inbox.stage(
                 Inbox.importStagingName(), named: attachment.name, shown: message.source, in: folder, writes: writes
             ) { file in
-                guard hashesAttachments else {
+                guard describes else {
                     _ = try attachment.decode(into: file.rawValue)
                     return
                 }

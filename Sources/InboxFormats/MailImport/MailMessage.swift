@@ -11,7 +11,7 @@ import InboxKit
 public final class MailMessage {
     /// The Message-ID without its angle brackets, when present.
     public let messageID: String?
-    /// The decoded Subject.
+    /// The decoded Subject (nil when not read: `headline` false).
     public let subject: String?
     /// The decoded From addresses, as `Name <address>`.
     public let from: String?
@@ -27,9 +27,12 @@ public final class MailMessage {
     let message: GObjectReference<GMimeMessage>
 
     /// Parses the message in the regular file open at `fd`, in `range` of it (nil: all of it; an mbox entry
-    /// without its `From ` line is a range).
+    /// without its `From ` line is a range). Without `headline`, its Subject, From and Date are not read (nor given
+    /// to GMime): nil.
     /// - Throws: `.notAMessage` (no header field before the first blank line), `.refused` (a limit), `.io`.
-    public init(reading fd: CInt, range: Range<Int64>? = nil, limits: MailLimits = MailLimits()) throws(MailError) {
+    public init(reading fd: CInt, range: Range<Int64>? = nil, limits: MailLimits = MailLimits(), headline: Bool = true)
+        throws(MailError)
+    {
         let status: stat
         do {
             status = try system_fstat(fd)
@@ -40,7 +43,8 @@ public final class MailMessage {
             throw .io(ContainerError(.failure, "a message is read from a regular file (copy a stream to one first)"))
         }
         let start = range?.lowerBound ?? 0
-        let scan = try StructureScan.check(fd: fd, start: start, end: range?.upperBound, limits: limits)
+        let scan = try StructureScan.check(
+            fd: fd, start: start, end: range?.upperBound, limits: limits, headline: headline)
         GMimeLibrary.ensureInitialised()
         var kept = scan.kept
         var parse = try Self.parse(fd, kept, elided: scan.elided)
@@ -57,6 +61,10 @@ public final class MailMessage {
         parser = parse.parser
         self.message = message
         messageID = GMimeLibrary.text(g_mime_message_get_message_id(message.pointer))
+        guard headline else {
+            (subject, from, date) = (nil, nil, nil)
+            return
+        }
         subject = GMimeLibrary.text(g_mime_message_get_subject(message.pointer))
         from = Self.addresses(g_mime_message_get_from(message.pointer))
         let object = inbox_gmime_message_as_object(message.pointer)

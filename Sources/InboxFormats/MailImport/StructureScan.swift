@@ -23,18 +23,21 @@ struct StructureScan {
     }
 
     /// The header fields GMime is given, the first and the last of each name: those that decide a part's type and
-    /// name, and in the message's own header block those the import reports.
+    /// name, and in the message's own header block those the import records (Message-ID) and reports (the
+    /// headline: From, Subject, Date).
     private enum Field: Int, CaseIterable {
-        case contentType, contentTransferEncoding, contentDisposition, from, subject, date, messageID
+        case contentType, contentTransferEncoding, contentDisposition, messageID, from, subject, date
 
         /// Each field's name, lowercased, in the order of the cases.
         static let names = [
-            "content-type", "content-transfer-encoding", "content-disposition", "from", "subject",
-            "date", "message-id",
+            "content-type", "content-transfer-encoding", "content-disposition", "message-id", "from", "subject",
+            "date",
         ].map { Array($0.utf8) }
 
         /// Whether a part's header block (not the message's own) gives GMime this field.
         var isPartField: Bool { rawValue <= Field.contentDisposition.rawValue }
+        /// Whether this is a field of the headline.
+        var isHeadline: Bool { rawValue >= Field.from.rawValue }
 
         /// The field a name is, case-insensitively; nil for one GMime is not given.
         init?(name: UnsafeRawBufferPointer.SubSequence) {
@@ -49,6 +52,8 @@ struct StructureScan {
 
     private let fd: CInt
     private let limits: MailLimits
+    /// Whether GMime is given the message's headline.
+    private let headline: Bool
     private let reading = ContentTypeReading()
     private var state = State.headers(depth: 0, inDigest: false)
     private var open: [OpenMultipart] = []
@@ -83,9 +88,10 @@ struct StructureScan {
     /// The longest boundary followed; a message with a longer one is refused (RFC 2046 allows 70 bytes).
     static let boundaryLimit = LineReader.headLimit - 8
 
-    private init(fd: CInt, start: Int64, end: Int64?, limits: MailLimits) {
+    private init(fd: CInt, start: Int64, end: Int64?, limits: MailLimits, headline: Bool) {
         self.fd = fd
         self.limits = limits
+        self.headline = headline
         offset = start
         keptStart = start
         blockStart = start
@@ -93,11 +99,12 @@ struct StructureScan {
     }
 
     /// Scans the message in `range` of the file open at `fd`; throws `.notAMessage` or `.refused`, else returns
-    /// its parts, its depth, the byte ranges for GMime to read and the runs of leaf content left out of them.
-    static func check(fd: CInt, start: Int64, end: Int64?, limits: MailLimits) throws(MailError) -> (
-        parts: Int, depth: Int, kept: [Range<Int64>], elided: [Range<Int64>]
-    ) {
-        var scan = StructureScan(fd: fd, start: start, end: end, limits: limits)
+    /// its parts, its depth, the byte ranges for GMime to read (with the headline's fields when `headline`) and the
+    /// runs of leaf content left out of them.
+    static func check(fd: CInt, start: Int64, end: Int64?, limits: MailLimits, headline: Bool = true) throws(MailError)
+        -> (parts: Int, depth: Int, kept: [Range<Int64>], elided: [Range<Int64>])
+    {
+        var scan = StructureScan(fd: fd, start: start, end: end, limits: limits, headline: headline)
         try LineReader(fd: fd, start: start, end: end).forEachLine { (line) throws(MailError) in
             try scan.take(line)
             scan.offset += Int64(line.length)
@@ -172,7 +179,9 @@ struct StructureScan {
         } else {
             endField()
             let name = Self.fieldName(line.head, truncated: line.truncated).flatMap(Field.init(name:))
-            field = (name.flatMap { isMessageBlock || $0.isPartField ? $0 : nil }, offset)
+            field = (
+                name.flatMap { $0.isPartField || (isMessageBlock && (headline || !$0.isHeadline)) ? $0 : nil }, offset
+            )
         }
     }
 

@@ -77,7 +77,7 @@ import Testing
         #expect(python.last?.size == Int64(strippedTerminator.utf8.count))
     }
 
-    @Test func anImporterThatDoesNotHashAttachmentsDeliversTheSameBytesAndNamesNoHash() throws {
+    @Test func anImporterThatDoesNotDescribeDeliversTheSameBytesAndNamesNoHashNorHeadline() throws {
         let scratch = try Scratch.withInbox()
         defer { scratch.remove() }
         let bytes = pattern(50_000, seed: 9)
@@ -85,7 +85,7 @@ import Testing
         let text = Self.message([("a.bin", "base64", body)])
         let hashing = try MailImporter(inbox: Inbox(container: scratch.container))
         let quiet = try MailImporter(inbox: Inbox(container: scratch.container))
-        quiet.hashesAttachments = false
+        quiet.describes = false
         let hashed = try hashing.importMessage(Data(text.utf8), source: "hashed")
         let unhashed = try quiet.importMessage(Data((text + "\n").utf8), source: "unhashed")
         #expect(hashed.attachments.map(\.sha256) == [try Self.sha256(bytes)])
@@ -93,6 +93,9 @@ import Testing
         #expect(unhashed.attachments.count == 1)
         #expect(unhashed.attachments.first?.sha256 == nil)
         #expect(!unhashed.json.contains("\"sha256\""))
+        #expect(hashed.subject == "decoding" && hashed.from == "a@example.com")
+        #expect(unhashed.subject == nil && unhashed.from == nil && unhashed.date == nil)
+        #expect(unhashed.messageSHA256 != hashed.messageSHA256)
         for attachment in hashed.attachments + unhashed.attachments {
             #expect(FileManager.default.contents(atPath: attachment.item.url.path) == Data(bytes))
         }
