@@ -22,6 +22,8 @@ public final class MailMessage {
     let fd: CInt
     /// The byte ranges of the file GMime reads, one after the other (without preambles and epilogues).
     private let kept: [Range<Int64>]
+    /// Header fields as the structure scan read them, by where each starts in the file.
+    let fields: [Int64: [UInt8]]
     private let stream: GObjectReference<GMimeStream>
     private let parser: GObjectReference<GMimeParser>
     let message: GObjectReference<GMimeMessage>
@@ -57,6 +59,7 @@ public final class MailMessage {
         self.fd = fd
         self.limits = limits
         self.kept = kept
+        fields = scan.fields
         stream = parse.stream
         parser = parse.parser
         self.message = message

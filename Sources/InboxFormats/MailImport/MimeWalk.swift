@@ -95,6 +95,15 @@ extension MailMessage {
         guard let start = fileOffset(Int64(g_mime_header_get_offset(header))) else {
             return GMimeLibrary.bytes(g_mime_header_get_raw_value(header))
         }
+        // The scan's copy, when it kept one: the same bytes, up to the same end.
+        var field = fields[start] ?? []
+        if field.isEmpty { field = try fieldInFile(at: start) }
+        guard let colon = field.firstIndex(of: UInt8(ascii: ":")) else { return nil }
+        return Array(field[(colon + 1)...])
+    }
+
+    /// The field that starts at `start` of the file (at most a header block's limit and a read more).
+    private func fieldInFile(at start: Int64) throws(MailError) -> [UInt8] {
         var field: [UInt8] = []
         while field.count <= limits.maxHeaderBlockBytes {
             let offset = start + Int64(field.count)
@@ -106,8 +115,7 @@ extension MailMessage {
                 break
             }
         }
-        guard let colon = field.firstIndex(of: UInt8(ascii: ":")) else { return nil }
-        return Array(field[(colon + 1)...])
+        return field
     }
 
     /// Where a header field that starts `field` ends: after a `\n` not followed by a space or tab.

@@ -67,6 +67,15 @@ struct StructureScan {
     private let end: Int64?
     /// The field being read, when GMime is given it, and where it starts.
     private var field: (name: Field?, start: Int64) = (nil, 0)
+    /// The bytes of the field being read while they are few enough to keep (nil past that, or for a long line).
+    private var fieldText: [UInt8]?
+    /// The bytes of fields GMime is given, by where each starts in the file: the parse looks up its fields here
+    /// rather than reading the file again (at most `keptFieldBytes` in all).
+    private(set) var fields: [Int64: [UInt8]] = [:]
+    private var fieldsBytes = 0
+    static let keptFieldBytes = 64 * 1024
+    /// The longest field kept.
+    static let keptFieldLength = 4096
     /// Where the header block being read starts, and the first and last field of each name GMime is given (indexed
     /// by `Field`).
     private var blockStart: Int64
@@ -99,10 +108,10 @@ struct StructureScan {
     }
 
     /// Scans the message in `range` of the file open at `fd`; throws `.notAMessage` or `.refused`, else returns
-    /// its parts, its depth, the byte ranges for GMime to read (with the headline's fields when `headline`) and the
-    /// runs of leaf content left out of them.
+    /// the finished scan: the byte ranges for GMime to read (`kept`, with the headline's fields when `headline`),
+    /// the runs of leaf content left out of them (`elided`) and the fields it read (`fields`).
     static func check(fd: CInt, start: Int64, end: Int64?, limits: MailLimits, headline: Bool = true) throws(MailError)
-        -> (parts: Int, depth: Int, kept: [Range<Int64>], elided: [Range<Int64>])
+        -> StructureScan
     {
         var scan = StructureScan(fd: fd, start: start, end: end, limits: limits, headline: headline)
         try LineReader(fd: fd, start: start, end: end).forEachLine { (line) throws(MailError) in
@@ -114,7 +123,7 @@ struct StructureScan {
         if case .headers = scan.state { scan.finishBlock() }  // the file ends inside a header block
         scan.elideRun()  // the file ends inside a leaf's content
         scan.keep(scan.keptStart..<scan.offset)
-        return (scan.parts, scan.deepest, scan.kept, scan.elided)
+        return scan
     }
 
     private mutating func take(_ line: ScannedLine) throws(MailError) {
@@ -173,7 +182,7 @@ struct StructureScan {
         if bytes.isEmpty && !line.truncated {
             try endHeaders(depth: depth, inDigest: inDigest, after: line)
         } else if bytes[0] == 0x20 || bytes[0] == 0x09 {
-            return  // a folded line of the field being read
+            fieldText = fieldText.flatMap { Self.appending(line, to: $0) }  // a folded line of the field being read
         } else if try takeBoundary(line) {
             return
         } else {
@@ -182,7 +191,17 @@ struct StructureScan {
             field = (
                 name.flatMap { $0.isPartField || (isMessageBlock && (headline || !$0.isHeadline)) ? $0 : nil }, offset
             )
+            fieldText = field.name == nil ? nil : Self.appending(line, to: [])
         }
+    }
+
+    /// `text` and the line's bytes after it (its `\n` too), if the line is whole and the field stays short.
+    private static func appending(_ line: ScannedLine, to text: [UInt8]) -> [UInt8]? {
+        guard !line.truncated, text.count + line.length <= keptFieldLength else { return nil }
+        var text = text
+        text += line.head
+        if line.length > line.head.count { text.append(0x0A) }
+        return text
     }
 
     /// The field read so far is complete: noted when GMime is to be given it.
@@ -190,8 +209,13 @@ struct StructureScan {
         if let name = field.name {
             let range = field.start..<offset
             readFields[name.rawValue] = (readFields[name.rawValue]?.first ?? range, range)
+            if let text = fieldText, text.count == range.count, fieldsBytes + text.count <= Self.keptFieldBytes {
+                fields[range.lowerBound] = text
+                fieldsBytes += text.count
+            }
         }
         field = (nil, offset)
+        fieldText = nil
     }
 
     /// The header block read so far is complete (a blank line, a delimiter, or the end of the file ends it): the
@@ -258,6 +282,7 @@ struct StructureScan {
     /// The bytes of a field in the file (at most a header block's limit).
     private func fieldBytes(_ range: Range<Int64>?) throws(MailError) -> [UInt8]? {
         guard let range else { return nil }
+        if let text = fields[range.lowerBound], text.count == range.count { return text }
         let bytes = try Self.bytes(fd, range)
         guard bytes.count == range.count else {
             throw .io(ContainerError(.failure, "the message changed while it was read"))

@@ -101,4 +101,29 @@ import Testing
         #expect(whole.reduce(0) { $0 + $1.count } == (scan.kept + scan.elided).reduce(0) { $0 + $1.count })
         #expect(zip(whole, whole.dropFirst()).allSatisfy { $0.upperBound < $1.lowerBound })
     }
+
+    @Test func theFieldsKeptAreTheFilesBytesAndNamesComeOutAsFromTheFile() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let longName = String(repeating: "n", count: 5000) + ".bin"
+        let text =
+            "From: a@example.com\r\nContent-Type: multipart/mixed;\r\n boundary=\"B\"\r\n\r\n--B\r\n"
+            + "Content-Type: text/plain\r\nContent-Disposition: attachment;\r\n\tfilename=\"a\u{0}b.txt\"\r\n\r\nhi\r\n"
+            + "--B\r\nContent-Type: application/octet-stream; name=\"\(longName)\"\r\n\r\nxyz\r\n--B--\r\n"
+        let path = try MailParse.write(text, in: scratch.path, as: "fields.eml")
+        let bytes = Array(text.utf8)
+        let (file, _) = try MailParse.open(path)
+        let scan = try StructureScan.check(fd: file.rawValue, start: 0, end: Int64(bytes.count), limits: MailLimits())
+        #expect(scan.fields.count == 4)  // the long Content-Type is read from the file when asked for
+        for (start, field) in scan.fields {
+            let end = Int(start) + field.count
+            #expect(Array(bytes[Int(start)..<end]) == field)
+            #expect(field.last == 0x0A && bytes[end] != 0x20 && bytes[end] != 0x09)
+            #expect(start == 0 || bytes[Int(start) - 1] == 0x0A)
+        }
+        let got = try MailParse.attachments(path)
+        #expect(got.count == 2 && got.first?.name == Array("a_b.txt".utf8))
+        let python = try #require(try MailParse.oracleAttachments([path])[path])
+        #expect(python == got)
+    }
 }
