@@ -69,8 +69,8 @@ struct StructureScan {
     private var field: (name: Field?, start: Int64) = (nil, 0)
     /// The bytes of the field being read while they are few enough to keep (nil past that, or for a long line).
     private var fieldText: [UInt8]?
-    /// The bytes of fields GMime is given, by where each starts in the file: the parse looks up its fields here
-    /// rather than reading the file again (at most `keptFieldBytes` in all).
+    /// The bytes of the fields of the names GMime is given, by where each starts in the file: the parse looks up its
+    /// fields here rather than reading the file again (at most `keptFieldBytes` in all).
     private(set) var fields: [Int64: [UInt8]] = [:]
     private var fieldsBytes = 0
     static let keptFieldBytes = 64 * 1024
@@ -93,6 +93,9 @@ struct StructureScan {
 
     /// The least run of a leaf's content worth leaving out (each costs GMime a stream).
     static let elisionMinimum: Int64 = 2048
+    /// The most runs left out of a message: each is a range of GMime's view, a stream and its bookkeeping (a few
+    /// hundred bytes), so a message of dashed lines never costs more memory than it saves parsing.
+    static let elisionLimit = 1024
 
     /// The longest boundary followed; a message with a longer one is refused (RFC 2046 allows 70 bytes).
     static let boundaryLimit = LineReader.headLimit - 8
@@ -152,7 +155,8 @@ struct StructureScan {
     /// Leaves the run of leaf content noted out of what GMime reads, but its last line, if it is large enough.
     private mutating func elideRun() {
         defer { elidable = nil }
-        guard let run = elidable, run.lastLine - run.start >= Self.elisionMinimum else { return }
+        guard let run = elidable, run.lastLine - run.start >= Self.elisionMinimum, elided.count < Self.elisionLimit
+        else { return }
         keep(keptStart..<run.start)
         keptStart = run.lastLine
         elided.append(run.start..<run.lastLine)

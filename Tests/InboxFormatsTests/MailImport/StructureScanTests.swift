@@ -126,4 +126,23 @@ import Testing
         let python = try #require(try MailParse.oracleAttachments([path])[path])
         #expect(python == got)
     }
+
+    @Test func noMoreThanTheLimitOfRunsIsLeftOut() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        // A dashed line after every 40 lines of 60 bytes: more runs than the limit, each worth leaving out.
+        let block = String(repeating: String(repeating: "z", count: 59) + "\n", count: 40) + "-\n"
+        let notes = String(repeating: block, count: StructureScan.elisionLimit + 50)
+        let text =
+            "From: a@example.com\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/plain\n"
+            + "Content-Disposition: attachment; filename=\"notes.txt\"\n\n\(notes)--B--\n"
+        let path = try MailParse.write(text, in: scratch.path, as: "dashed.eml")
+        let (file, _) = try MailParse.open(path)
+        let scan = try StructureScan.check(
+            fd: file.rawValue, start: 0, end: Int64(text.utf8.count), limits: MailLimits())
+        #expect(scan.elided.count == StructureScan.elisionLimit)
+        let got = try MailParse.attachments(path)
+        #expect(got.map(\.size) == [Int64(notes.utf8.count - 1)])
+        #expect(got.first?.sha256 == (try MailParseDecodingTests.sha256(Array(notes.utf8.dropLast()))))
+    }
 }
