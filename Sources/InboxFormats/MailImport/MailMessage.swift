@@ -7,7 +7,8 @@ import InboxKit
 ///
 /// The structure scan refuses a message past its limits before GMime reads it; GMime then parses it over the
 /// caller's descriptor (without the multiparts' preambles and epilogues, or the middle of large leaves' contents) with
-/// a persistent stream, so a part's content is a byte range of the file, decoded only when an attachment is asked for. Not thread-safe; the descriptor must stay open, and its file offset is GMime's.
+/// a persistent stream, so a part's content is a byte range of the file, decoded only when an attachment is asked
+/// for. Not thread-safe; the descriptor must stay open, and its file offset is GMime's.
 public final class MailMessage {
     /// The Message-ID without its angle brackets, when present.
     public let messageID: String?
