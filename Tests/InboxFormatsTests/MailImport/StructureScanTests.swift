@@ -49,13 +49,21 @@ import Testing
         """
     }
 
+    /// `text` written in `scratch` as `name` and scanned: its path, the file open, the finished scan.
+    static func scanned(_ text: String, in scratch: Scratch, as name: String) throws -> (
+        path: String, file: SharedDescriptor, scan: StructureScan
+    ) {
+        let path = try MailParse.write(text, in: scratch.path, as: name)
+        let (file, _) = try MailParse.open(path)
+        let end = Int64(text.utf8.count)
+        return (path, file, try StructureScan.check(fd: file.rawValue, start: 0, end: end, limits: MailLimits()))
+    }
+
     @Test func largeLeavesAreLeftOutButTheirFirstLastAndDashedLines() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let path = try MailParse.write(Self.message(), in: scratch.path, as: "elision.eml")
         let text = Array(Self.message().utf8)
-        let (file, _) = try MailParse.open(path)
-        let scan = try StructureScan.check(fd: file.rawValue, start: 0, end: Int64(text.count), limits: MailLimits())
+        let (path, _, scan) = try Self.scanned(Self.message(), in: scratch, as: "elision.eml")
         // The notes are cut at each dashed line (eight runs between them), the attachment is one run.
         #expect(scan.elided.count == 9)
         for run in scan.elided {
@@ -81,10 +89,8 @@ import Testing
     @Test func aViewWhoseLeftOutRunGMimeDidNotReadAsContentIsNotUsed() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let path = try MailParse.write(Self.message(), in: scratch.path, as: "elision.eml")
         let text = Array(Self.message().utf8)
-        let (file, _) = try MailParse.open(path)
-        let scan = try StructureScan.check(fd: file.rawValue, start: 0, end: Int64(text.count), limits: MailLimits())
+        let (_, file, scan) = try Self.scanned(Self.message(), in: scratch, as: "elision.eml")
         try #require(!scan.elided.isEmpty)
         #expect(try MailMessage.parse(file.rawValue, scan.kept, elided: scan.elided).readEveryRun)
         // The first part's Content-Type field left out as if it were content: GMime reads that gap in a header block.
@@ -110,10 +116,8 @@ import Testing
             "From: a@example.com\r\nContent-Type: multipart/mixed;\r\n boundary=\"B\"\r\n\r\n--B\r\n"
             + "Content-Type: text/plain\r\nContent-Disposition: attachment;\r\n\tfilename=\"a\u{0}b.txt\"\r\n\r\nhi\r\n"
             + "--B\r\nContent-Type: application/octet-stream; name=\"\(longName)\"\r\n\r\nxyz\r\n--B--\r\n"
-        let path = try MailParse.write(text, in: scratch.path, as: "fields.eml")
         let bytes = Array(text.utf8)
-        let (file, _) = try MailParse.open(path)
-        let scan = try StructureScan.check(fd: file.rawValue, start: 0, end: Int64(bytes.count), limits: MailLimits())
+        let (path, _, scan) = try Self.scanned(text, in: scratch, as: "fields.eml")
         #expect(scan.fields.count == 4)  // the long Content-Type is read from the file when asked for
         for (start, field) in scan.fields {
             let end = Int(start) + field.count
@@ -136,10 +140,7 @@ import Testing
         let text =
             "From: a@example.com\nContent-Type: multipart/mixed; boundary=\"B\"\n\n--B\nContent-Type: text/plain\n"
             + "Content-Disposition: attachment; filename=\"notes.txt\"\n\n\(notes)--B--\n"
-        let path = try MailParse.write(text, in: scratch.path, as: "dashed.eml")
-        let (file, _) = try MailParse.open(path)
-        let scan = try StructureScan.check(
-            fd: file.rawValue, start: 0, end: Int64(text.utf8.count), limits: MailLimits())
+        let (path, _, scan) = try Self.scanned(text, in: scratch, as: "dashed.eml")
         #expect(scan.elided.count == StructureScan.elisionLimit)
         let got = try MailParse.attachments(path)
         #expect(got.map(\.size) == [Int64(notes.utf8.count - 1)])
