@@ -19,9 +19,9 @@ public struct ImportedMessage: Sendable {
         public let item: InboxItem
         /// The decoded bytes delivered.
         public let size: Int64
-        /// The SHA-256 of those bytes, in lowercase hex; nil when the importer does not describe messages in full
-        /// (`MailImporter.describes`).
-        public let sha256: String?
+        /// The SHA-256 of those bytes, in lowercase hex (empty for an importer inside the package that does not
+        /// describe messages: `MailImporter.describes`).
+        public let sha256: String
         /// The part's lowercased `type/subtype`.
         public let contentType: String
     }
@@ -30,7 +30,7 @@ public struct ImportedMessage: Sendable {
     public let sourcePath: [UInt8]
     /// The `Message-ID`, without its angle brackets; nil when the message has none.
     public let messageID: String?
-    /// The decoded `Subject`, when there is one (and the importer `describes`, as the next two).
+    /// The decoded `Subject`, when there is one (and the importer describes messages, as for the next two).
     public let subject: String?
     /// The `From` addresses, decoded, when there are any.
     public let from: String?
@@ -93,7 +93,7 @@ extension ImportedMessage {
             buffer.append(UInt8(ascii: ","))
             EventEncoding.appendPathMember("path", attachment.item.path, to: &buffer)
             buffer += Array(",\"size\":\(attachment.size)".utf8)
-            if let sha256 = attachment.sha256 { member("sha256", sha256) }
+            if !attachment.sha256.isEmpty { member("sha256", attachment.sha256) }
             member("content_type", attachment.contentType)
             buffer.append(UInt8(ascii: "}"))
         }

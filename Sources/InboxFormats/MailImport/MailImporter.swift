@@ -11,9 +11,9 @@ public final class MailImporter {
     /// What a message may hold before it is refused.
     public let limits: MailLimits
     /// Whether `ImportedMessage` describes each message in full: its Subject, From and Date, and each attachment's
-    /// SHA-256 (the `--json` object). A caller that never reads them (LMTP) turns it off: GMime is not given the
-    /// three fields, and no attachment is hashed. Off, they are nil.
-    public var describes = true
+    /// SHA-256 (the `--json` object). LMTP, which never reads them, turns it off: GMime is not given the three
+    /// fields (nil then), and no attachment is hashed (its `sha256` empty).
+    package var describes = true
     private let ledger: ImportLedger
     private let digest: SHA256Digest
     /// The Inbox folder, kept open from one message to the next by a caller that checks before each that it is still
@@ -121,7 +121,7 @@ public final class MailImporter {
         }
         var staged = StagedMessage(
             key: message.key, messageID: parsed.messageID, source: message.sourcePath, attachments: [])
-        var described: [(sha256: String?, contentType: String)] = []
+        var described: [(sha256: String, contentType: String)] = []
         if try !ledger.isComplete(message.key) {
             do throws(MailError) {
                 try parsed.forEachAttachment { attachment throws(MailError) in
@@ -177,9 +177,9 @@ public final class MailImporter {
     }
 
     /// Decodes an attachment into an import staging file in the Inbox, handed to `writes`; returns the staged
-    /// file and, when `describes`, the SHA-256 (hex) of the bytes written.
+    /// file and, when `describes`, the SHA-256 (hex) of the bytes written (else empty).
     private func stage(_ attachment: MailAttachment, of message: SourceMessage, in folder: CInt, writes: StagedWrites)
-        throws(MailError) -> (StagedDelivery, String?)
+        throws(MailError) -> (StagedDelivery, String)
     {
         var sum: [UInt8]?
         do {
@@ -194,7 +194,7 @@ public final class MailImporter {
                 _ = try attachment.decode(into: file.rawValue, hashing: digest)
                 sum = try digest.finish()
             }
-            return (file, sum.map { SHA256Digest.hex($0) })
+            return (file, sum.map { SHA256Digest.hex($0) } ?? "")
         } catch let error as MailError {
             throw error
         } catch let error as ContainerError {
@@ -245,7 +245,7 @@ public final class MailImporter {
 private struct ImportBatch {
     enum Entry {
         case finished(ImportedMessage)
-        case staged(StagedMessage, described: [(sha256: String?, contentType: String)], headers: ImportedMessage)
+        case staged(StagedMessage, described: [(sha256: String, contentType: String)], headers: ImportedMessage)
     }
 
     private(set) var entries: [Entry] = []
