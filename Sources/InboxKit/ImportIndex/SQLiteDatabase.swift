@@ -88,22 +88,19 @@ final class SQLiteDatabase {
         }
     }
 
-    /// Runs one statement that returns no rows, prepared once: a transaction's own statements run for every batch,
-    /// not parsed again each time.
+    /// Runs one statement that returns no rows, prepared once (`query`): a transaction's own statements run for
+    /// every batch, not parsed again each time.
     private func run(_ sql: String) throws(ContainerError) {
-        let statement = try statement(sql)
-        defer { _ = sqlite.reset(statement) }
-        let result = sqlite.step(statement)
-        guard result == SQLITE_DONE || result == SQLITE_ROW else {
-            throw Self.error(result, handle, sqlite, doing: "write", path)
-        }
+        try query(sql, doing: "write")
     }
 
-    /// Prepares `sql`, binds `values` to its parameters in order, and calls `row` for each result row.
-    func query(_ sql: String, _ values: [SQLiteValue] = [], row: (SQLiteRow) throws(ContainerError) -> Void = { _ in })
-        throws(ContainerError)
-    {
-        let statement = try statement(sql)
+    /// Prepares `sql`, binds `values` to its parameters in order, and calls `row` for each result row; a failure
+    /// names what it was `doing`.
+    func query(
+        _ sql: String, _ values: [SQLiteValue] = [], doing: String = "read",
+        row: (SQLiteRow) throws(ContainerError) -> Void = { _ in }
+    ) throws(ContainerError) {
+        let statement = try statement(sql, doing: doing)
         defer {
             _ = sqlite.reset(statement)
             _ = sqlite.clearBindings(statement)
@@ -120,23 +117,23 @@ final class SQLiteDatabase {
                 }
             case .null: result = sqlite.bindNull(statement, position)
             }
-            guard result == SQLITE_OK else { throw Self.error(result, handle, sqlite, doing: "read", path) }
+            guard result == SQLITE_OK else { throw Self.error(result, handle, sqlite, doing: doing, path) }
         }
         while true {
             result = sqlite.step(statement)
             if result == SQLITE_DONE { return }
-            guard result == SQLITE_ROW else { throw Self.error(result, handle, sqlite, doing: "read", path) }
+            guard result == SQLITE_ROW else { throw Self.error(result, handle, sqlite, doing: doing, path) }
             try row(SQLiteRow(sqlite: sqlite, statement: statement))
         }
     }
 
     /// The statement for `sql`, prepared on its first use.
-    private func statement(_ sql: String) throws(ContainerError) -> OpaquePointer {
+    private func statement(_ sql: String, doing: String) throws(ContainerError) -> OpaquePointer {
         if let statement = prepared[sql] { return statement }
         var made: OpaquePointer?
         let result = sqlite.prepare(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &made, nil)
         guard result == SQLITE_OK, let statement = made else {
-            throw Self.error(result, handle, sqlite, doing: "read", path)
+            throw Self.error(result, handle, sqlite, doing: doing, path)
         }
         prepared[sql] = statement
         return statement
